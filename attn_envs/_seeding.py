@@ -1,0 +1,36 @@
+"""Per-wrapper random generators.
+
+Gymnasium's ``Wrapper.np_random`` is the *inner* env's generator, so drawing from it would
+change the env's own random stream. Each stochastic wrapper here owns a generator instead,
+derived from the ``reset(seed=...)`` seed and the wrapper's class name, so stacking wrappers
+never correlates their streams and ``reset(seed=s)`` replays the same sequence every time.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+
+def derive_rng(seed: int | None, salt: str) -> np.random.Generator:
+    """Return a generator seeded from ``(seed, salt)``, or from OS entropy when seed is None."""
+    if seed is None:
+        return np.random.default_rng()
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(salt.encode())])
+
+
+class SeededWrapperMixin:
+    """Gives a wrapper ``self.rng``, reseeded whenever ``reset`` receives a seed."""
+
+    _rng: np.random.Generator | None = None
+
+    @property
+    def rng(self) -> np.random.Generator:
+        if self._rng is None:
+            self._rng = derive_rng(None, type(self).__name__)
+        return self._rng
+
+    def _reseed(self, seed: int | None) -> None:
+        if seed is not None or self._rng is None:
+            self._rng = derive_rng(seed, type(self).__name__)

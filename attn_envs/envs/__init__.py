@@ -1,0 +1,1 @@
+"""Environments shipped by attn_envs."""

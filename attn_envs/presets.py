@@ -1,0 +1,138 @@
+"""Wrapper stacks of the seed experiments, composed from the single-concern wrappers.
+
+Each factory is the entry point of a registered ``attn_envs/...`` id and returns the stack
+outermost-last, so ``env.unwrapped`` is always the simulator.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import gymnasium as gym
+from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, GrayscaleObservation
+
+from attn_envs.patches import OcclusionObservation, PatchObservation
+from attn_envs.shuffle import DuplicateObservation, NoiseChannelsObservation, ShuffleObservation
+
+__all__ = [
+    "PONG_SCORE_ROWS",
+    "make_puzzle_car_racing",
+    "make_puzzle_pong",
+    "make_shuffled_cartpole",
+]
+
+# Rows 0-8 of the 84x84 grey Pong frame hold the score (measured on ALE Pong); the wall
+# below it is static and carries no information either way.
+PONG_SCORE_ROWS = 9
+# CarRacing's indicator bar (speed, ABS, steering, gyro) fills the bottom 12 of 96 rows.
+CAR_RACING_BAR_ROWS = 12
+
+
+def make_shuffled_cartpole(
+    harder: bool = True,
+    reshuffle_every: int | None = None,
+    copies: int = 1,
+    n_noise: int = 0,
+    noise_std: float = 0.1,
+    shuffle: bool = True,
+    **env_kwargs: Any,
+) -> gym.Env:
+    """CartPoleSwingUp(Harder) with optional duplicated/noise channels, then shuffled (E3).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import attn_envs
+        >>> env = gym.make("attn_envs/ShuffledCartPoleSwingUpHarder-v0", n_noise=5)
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.shape, info["permutation"].shape
+        ((10,), (10,))
+    """
+    from attn_envs.envs.cartpole_swingup import CartPoleSwingUpEnv
+
+    env: gym.Env = CartPoleSwingUpEnv(harder=harder, **env_kwargs)
+    if copies != 1:
+        env = DuplicateObservation(env, copies=copies)
+    if n_noise:
+        env = NoiseChannelsObservation(env, n=n_noise, std=noise_std)
+    if shuffle:
+        env = ShuffleObservation(env, reshuffle_every=reshuffle_every)
+    return env
+
+
+def make_puzzle_pong(
+    patch_size: int = 6,
+    occlusion: float = 0.0,
+    occlusion_mode: Literal["episode", "step"] = "episode",
+    reshuffle_every: int | None = None,
+    shuffle: bool = True,
+    flatten: bool = True,
+    frame_stack: int = 4,
+    blank_top: int = PONG_SCORE_ROWS,
+    game: str = "Pong",
+    noop_max: int = 30,
+    **ale_kwargs: Any,
+) -> gym.Env:
+    """Puzzle Pong (E5): 84x84 grey, 4 frames, 6x6 patches, score blanked, shuffled.
+
+    Sticky actions are off by default (``repeat_action_probability=0``), matching the
+    ``NoFrameskip-v4`` games the article's PPO teacher was trained on. Occlusion is applied
+    before shuffling, so ``mode="episode"`` hides the same *screen positions* all episode.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import attn_envs
+        >>> env = gym.make("attn_envs/PuzzlePong-v0", occlusion=0.5)
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.shape, obs.dtype
+        ((98, 144), dtype('uint8'))
+        >>> env.close()
+    """
+    import ale_py
+
+    gym.register_envs(ale_py)
+    ale_kwargs.setdefault("repeat_action_probability", 0.0)
+    env: gym.Env = gym.make(f"ALE/{game}-v5", frameskip=1, **ale_kwargs)
+    env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=84)
+    env = FrameStackObservation(env, frame_stack)
+    env = PatchObservation(env, patch_size=patch_size, blank_top=blank_top, flatten=flatten)
+    if occlusion:
+        env = OcclusionObservation(env, ratio=occlusion, mode=occlusion_mode)
+    if shuffle:
+        env = ShuffleObservation(env, reshuffle_every=reshuffle_every)
+    return env
+
+
+def make_puzzle_car_racing(
+    patch_size: int = 6,
+    background: str | None = None,
+    reshuffle_every: int | None = None,
+    shuffle: bool = True,
+    flatten: bool = True,
+    frame_stack: int = 4,
+    blank_bottom: int = CAR_RACING_BAR_ROWS,
+    **car_racing_kwargs: Any,
+) -> gym.Env:
+    """Shuffled-screen CarRacing (E6): grey 96x96 4-frame stack, bar blanked, 6x6 patches.
+
+    ``background`` names a shipped image (or a path) that replaces the grass first.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import attn_envs
+        >>> env = gym.make("attn_envs/PuzzleCarRacing-v0")
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape
+        (256, 144)
+        >>> env.close()
+    """
+    env: gym.Env = gym.make("CarRacing-v3", **car_racing_kwargs)
+    if background is not None:
+        from attn_envs.background import BackgroundObservation
+
+        env = BackgroundObservation(env, background)
+    env = GrayscaleObservation(env)
+    env = FrameStackObservation(env, frame_stack)
+    env = PatchObservation(env, patch_size=patch_size, blank_bottom=blank_bottom, flatten=flatten)
+    if shuffle:
+        env = ShuffleObservation(env, reshuffle_every=reshuffle_every)
+    return env

@@ -1,0 +1,189 @@
+"""Observation shuffling and extra input channels (seed 001, the AttentionNeuron article).
+
+``ShuffleObservation`` permutes the leading axis of an observation: the five CartPole
+readings, or the patch tokens of a screen. ``DuplicateObservation`` and
+``NoiseChannelsObservation`` add redundant or pure-noise inputs to a vector observation, the
+"10 obs" and "5 obs + 5 noise" columns of the article's CartPoleSwingUpHarder table.
+"""
+
+from __future__ import annotations
+
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from attn_envs._seeding import SeededWrapperMixin
+from attn_envs._spaces import require_box
+
+__all__ = ["DuplicateObservation", "NoiseChannelsObservation", "ShuffleObservation"]
+
+
+def token_space(space: spaces.Box, n_tokens: int) -> spaces.Box:
+    """The Box of ``n_tokens`` tokens drawn in any order from the tokens of ``space``.
+
+    Tokens move between positions, so every position gets the loosest bounds of any token.
+    """
+    low = np.broadcast_to(space.low.min(axis=0), (n_tokens, *space.shape[1:]))
+    high = np.broadcast_to(space.high.max(axis=0), (n_tokens, *space.shape[1:]))
+    return spaces.Box(low=low.copy(), high=high.copy(), dtype=space.dtype)
+
+
+class ShuffleObservation(
+    SeededWrapperMixin,
+    gym.ObservationWrapper[np.ndarray, Any, np.ndarray],
+    gym.utils.RecordConstructorArgs,
+):
+    """Permute the first axis of a Box observation with a fresh permutation every episode.
+
+    ``obs_out[i] = obs_in[permutation[i]]``. A new permutation is drawn at every reset and,
+    with ``reshuffle_every=k``, again after every ``k`` steps within the episode (the
+    article's "reshuffle every t steps" tests). The permutation in force for the returned
+    observation is ``info["permutation"]``.
+
+    Args:
+        env: Env with a Box observation of at least one dimension.
+        reshuffle_every: Draw a new permutation every this many steps; ``None`` keeps one
+            permutation for the whole episode.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from attn_envs import ShuffleObservation
+        >>> env = ShuffleObservation(gym.make("CartPole-v1"))
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.shape, sorted(info["permutation"].tolist())
+        ((4,), [0, 1, 2, 3])
+        >>> raw, _ = gym.make("CartPole-v1").reset(seed=0)
+        >>> bool((obs == raw[info["permutation"]]).all())
+        True
+    """
+
+    def __init__(self, env: gym.Env, reshuffle_every: int | None = None) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, reshuffle_every=reshuffle_every)
+        gym.ObservationWrapper.__init__(self, env)
+        space = require_box(env.observation_space, "ShuffleObservation")
+        if len(space.shape) == 0:
+            raise ValueError("ShuffleObservation needs an observation with at least one axis")
+        if reshuffle_every is not None and (
+            int(reshuffle_every) != reshuffle_every or reshuffle_every < 1
+        ):
+            raise ValueError(
+                f"reshuffle_every must be a positive integer or None, got {reshuffle_every!r}"
+            )
+        self.reshuffle_every = reshuffle_every
+        self.n_tokens = space.shape[0]
+        self.observation_space = token_space(space, self.n_tokens)
+        self.permutation = np.arange(self.n_tokens)
+        self._t = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        self._reseed(seed)
+        self._t = 0
+        self.permutation = self.rng.permutation(self.n_tokens)
+        obs, info = self.env.reset(seed=seed, options=options)
+        info["permutation"] = self.permutation.copy()
+        return self.observation(obs), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        self._t += 1
+        if self.reshuffle_every is not None and self._t % self.reshuffle_every == 0:
+            self.permutation = self.rng.permutation(self.n_tokens)
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info["permutation"] = self.permutation.copy()
+        return self.observation(obs), reward, terminated, truncated, info
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return np.take(observation, self.permutation, axis=0)
+
+
+class DuplicateObservation(
+    gym.ObservationWrapper[np.ndarray, Any, np.ndarray], gym.utils.RecordConstructorArgs
+):
+    """Repeat a 1-D observation ``copies`` times: ``[o, o, ...]``.
+
+    Args:
+        env: Env with a 1-D Box observation.
+        copies: How many times the vector appears; 1 leaves the observation unchanged.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from attn_envs import DuplicateObservation
+        >>> env = DuplicateObservation(gym.make("CartPole-v1"), copies=2)
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape, bool((obs[:4] == obs[4:]).all())
+        ((8,), True)
+    """
+
+    def __init__(self, env: gym.Env, copies: int = 2) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, copies=copies)
+        gym.ObservationWrapper.__init__(self, env)
+        space = require_box(env.observation_space, "DuplicateObservation", ndim=(1,))
+        if int(copies) != copies or copies < 1:
+            raise ValueError(f"copies must be a positive integer, got {copies!r}")
+        self.copies = int(copies)
+        self.observation_space = spaces.Box(
+            low=np.tile(space.low, self.copies),
+            high=np.tile(space.high, self.copies),
+            dtype=space.dtype,
+        )
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return np.tile(observation, self.copies)
+
+
+class NoiseChannelsObservation(
+    SeededWrapperMixin,
+    gym.ObservationWrapper[np.ndarray, Any, np.ndarray],
+    gym.utils.RecordConstructorArgs,
+):
+    """Append ``n`` channels of pure Gaussian noise ``N(0, std**2)`` to a 1-D observation.
+
+    Fresh noise is drawn for every observation from the wrapper's own generator, which
+    ``reset(seed=...)`` reseeds.
+
+    Args:
+        env: Env with a 1-D floating-point Box observation.
+        n: Number of noise channels; 0 leaves the observation unchanged.
+        std: Standard deviation of the noise.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from attn_envs import NoiseChannelsObservation
+        >>> env = NoiseChannelsObservation(gym.make("CartPole-v1"), n=5, std=0.1)
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape, obs.dtype
+        ((9,), dtype('float32'))
+    """
+
+    def __init__(self, env: gym.Env, n: int = 5, std: float = 0.1) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, n=n, std=std)
+        gym.ObservationWrapper.__init__(self, env)
+        space = require_box(env.observation_space, "NoiseChannelsObservation", ndim=(1,))
+        if not np.issubdtype(space.dtype, np.floating):
+            raise TypeError(
+                f"NoiseChannelsObservation needs a floating-point Box, got dtype {space.dtype}"
+            )
+        if int(n) != n or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        if not np.isfinite(std) or std < 0:
+            raise ValueError(f"std must be a finite non-negative number, got {std!r}")
+        self.n, self.std = int(n), float(std)
+        inf = np.full(self.n, np.inf, dtype=space.dtype)
+        self.observation_space = spaces.Box(
+            low=np.concatenate([space.low, -inf]),
+            high=np.concatenate([space.high, inf]),
+            dtype=space.dtype,
+        )
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        self._reseed(seed)
+        return super().reset(seed=seed, options=options)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        noise = self.rng.normal(0.0, self.std, self.n).astype(observation.dtype, copy=False)
+        return np.concatenate([observation, noise])

@@ -1,0 +1,1 @@
+"""Attention layers and SB3-compatible policies (see issue: extractors)."""

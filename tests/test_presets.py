@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from functools import partial
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from _contract import assert_env_contract
+
+import attn_envs
+from attn_envs import ShuffleObservation
+from attn_envs.presets import PONG_SCORE_ROWS
+
+
+def test_every_registered_id_makes_resets_and_steps() -> None:
+    seed_tasks = {
+        "CartPoleSwingUp-v0",
+        "CartPoleSwingUpHarder-v0",
+        "ShuffledCartPoleSwingUp-v0",
+        "ShuffledCartPoleSwingUpHarder-v0",
+        "PuzzlePong-v0",
+        "PuzzleCarRacing-v0",
+        "CarRacingBackground-v0",
+        "DistractorPong-v0",
+        "DistractorDemonAttack-v0",
+        "DistractorAsteroids-v0",
+        "EgocentricDoorKey-5x5-v0",
+        "EgocentricDoorKey-16x16-v0",
+    }
+    assert {f"attn_envs/{name}" for name in seed_tasks} <= set(attn_envs.ENV_IDS)
+    for env_id in attn_envs.ENV_IDS:
+        env = gym.make(env_id)
+        obs, _ = env.reset(seed=0)
+        assert env.observation_space.contains(obs), env_id
+        obs, *_ = env.step(env.action_space.sample())
+        assert env.observation_space.contains(obs), env_id
+        env.close()
+
+
+def test_register_envs_is_idempotent() -> None:
+    before = len(gym.registry)
+    attn_envs.register_envs()
+    assert len(gym.registry) == before
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs", "shape"),
+    [
+        ("attn_envs/PuzzlePong-v0", {}, (196, 144)),
+        ("attn_envs/PuzzlePong-v0", {"occlusion": 0.7}, (59, 144)),
+        ("attn_envs/PuzzlePong-v0", {"flatten": False}, (196, 6, 6, 4)),
+        ("attn_envs/PuzzleCarRacing-v0", {}, (256, 144)),
+        ("attn_envs/ShuffledCartPoleSwingUpHarder-v0", {}, (5,)),
+        ("attn_envs/ShuffledCartPoleSwingUpHarder-v0", {"copies": 2}, (10,)),
+        ("attn_envs/ShuffledCartPoleSwingUpHarder-v0", {"n_noise": 5}, (10,)),
+        ("attn_envs/ShuffledCartPoleSwingUp-v0", {"n_noise": 10}, (15,)),
+    ],
+)
+def test_shapes_of_the_seed_tasks(env_id: str, kwargs: dict, shape: tuple[int, ...]) -> None:
+    env = gym.make(env_id, **kwargs)
+    assert env.observation_space.shape == shape
+    assert env.reset(seed=0)[0].shape == shape
+    env.close()
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        partial(gym.make, "attn_envs/PuzzlePong-v0", occlusion=0.5, reshuffle_every=5),
+        partial(gym.make, "attn_envs/ShuffledCartPoleSwingUpHarder-v0", copies=2, n_noise=5),
+        partial(gym.make, "attn_envs/PuzzleCarRacing-v0", background="kof"),
+    ],
+    ids=["puzzle-pong", "cartpole", "puzzle-carracing"],
+)
+def test_contract(factory) -> None:
+    assert_env_contract(factory, n_steps=12)
+
+
+def test_puzzle_pong_is_shuffled_pong_with_score_blanked() -> None:
+    shuffled = gym.make("attn_envs/PuzzlePong-v0")
+    plain = gym.make("attn_envs/PuzzlePong-v0", shuffle=False)
+    obs, info = shuffled.reset(seed=4)
+    ref, _ = plain.reset(seed=4)
+    np.testing.assert_array_equal(obs, ref[info["permutation"]])
+    image = plain.get_wrapper_attr("unpatchify")(ref)  # (4, 84, 84)
+    assert (image[:, :PONG_SCORE_ROWS] == 0).all() and image[:, PONG_SCORE_ROWS:].any()
+    for _ in range(20):  # same inner trajectory: the shuffle owns its own generator
+        obs, r1, *_, info = shuffled.step(2)
+        ref, r2, *_ = plain.step(2)
+        np.testing.assert_array_equal(obs, ref[info["permutation"]])
+        assert r1 == r2
+
+
+def test_puzzle_car_racing_blanks_indicator_bar() -> None:
+    env = gym.make("attn_envs/PuzzleCarRacing-v0", shuffle=False)
+    obs, _ = env.reset(seed=0)
+    for _ in range(5):
+        obs, *_ = env.step(np.array([0.0, 1.0, 0.0], np.float32))
+    image = env.get_wrapper_attr("unpatchify")(obs)
+    assert image.shape == (4, 96, 96)
+    assert (image[:, -12:] == 0).all() and image[:, :-12].any()
+    env.close()
+
+
+def test_shuffle_is_outermost_so_permutation_is_in_info() -> None:
+    env = gym.make("attn_envs/ShuffledCartPoleSwingUpHarder-v0", reshuffle_every=10)
+    assert isinstance(env.env.env, ShuffleObservation)  # under OrderEnforcing/EnvChecker
+    _, info = env.reset(seed=0)
+    assert info["permutation"].shape == (5,)
+
+
+def test_make_vec_uses_the_numpy_batched_cartpole() -> None:
+    venv = gym.make_vec(
+        "attn_envs/CartPoleSwingUpHarder-v0", num_envs=256, vectorization_mode="vector_entry_point"
+    )
+    single = gym.make("attn_envs/CartPoleSwingUpHarder-v0")
+    obs, _ = venv.reset(seed=1)
+    assert type(venv).__name__ == "CartPoleSwingUpVectorEnv" and obs.shape == (256, 5)
+    # copy 0 starts where a single Harder env with the same seed starts
+    np.testing.assert_array_equal(obs[0], single.reset(seed=1)[0])
+    assert np.ptp(obs[:, 0]) > 3.0, "Harder reset spreads x over most of [-2.4, 2.4]"

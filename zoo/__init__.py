@@ -1,0 +1,1 @@
+"""Config-driven experiment zoo (see issue: the zoo)."""
