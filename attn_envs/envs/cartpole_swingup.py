@@ -1,0 +1,439 @@
+"""CartPoleSwingUp (E3): the estool / EvoJAX swing-up task, single and numpy-batched.
+
+Faithful to ``CartPoleSwingUpHarderEnv`` of Tang & Ha's AttentionNeuron code (itself hardmaru's
+estool ``cartpole_swingup``; EvoJAX ``cartpole.py`` is the same task): semi-implicit Euler with
+dt 0.01, an episode ends when ``|x| > 2.4`` (terminated) or after ``max_episode_steps`` steps
+(truncated), reward ``((cos θ + 1) / 2) · cos((x / 2.4) · π / 2)`` on the new state.
+
+Choices where the original is silent or differs from gymnasium conventions:
+
+* The reward is paid on the terminating step too, exactly as the original (and EvoJAX) do; it
+  is computed from the new state, so it is slightly negative when the cart has just left the
+  track (``cos`` of an angle a little beyond ``π/2``).
+* θ is never wrapped (the original does not wrap it); only ``cos θ`` and ``sin θ`` are
+  observed, so a pole that spins keeps an ever-growing θ without any visible effect.
+* θ = 0 is upright and θ grows counter-clockwise, i.e. the pole tip is at
+  ``x - l·sin θ`` (the original renderer's convention: pushing the cart right tips an
+  upright pole towards +θ, i.e. to the left).
+* The action is cast to float64 before clipping and scaling (the original's numpy-1 scalar
+  arithmetic did the same), and the state is float64; only observations are float32.
+* ``truncated`` follows gymnasium's ``TimeLimit``: it is ``steps >= max_episode_steps`` whether
+  or not the same step also terminated.
+
+The physics lives in :func:`swingup_dynamics` and acts on states laid out ``(4, *batch)``, so
+the single env (state ``(4,)``) and the batched env (state ``(4, B)``) run the same code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cv2
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.error import ResetNeeded
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = [
+    "DT",
+    "FORCE_MAG",
+    "FRICTION",
+    "GRAVITY",
+    "MASS_CART",
+    "MASS_POLE",
+    "POLE_LENGTH",
+    "X_THRESHOLD",
+    "CartPoleSwingUpEnv",
+    "CartPoleSwingUpVectorEnv",
+    "render_frame",
+    "sample_initial_states",
+    "swingup_dynamics",
+    "swingup_observation",
+    "swingup_reward",
+]
+
+GRAVITY = 9.82
+MASS_CART = 0.5
+MASS_POLE = 0.5
+POLE_LENGTH = 0.6
+FORCE_MAG = 10.0
+DT = 0.01
+FRICTION = 0.1
+X_THRESHOLD = 2.4
+
+_TOTAL_M = MASS_CART + MASS_POLE
+_M_P_L = MASS_POLE * POLE_LENGTH
+_REST = np.array([0.0, 0.0, np.pi, 0.0])
+_HARDER_SPAN = np.array([X_THRESHOLD, 10.0, np.pi / 2.0, 10.0])
+_EASY_STD = 0.2
+
+FloatArray = NDArray[np.float64]
+
+
+def swingup_dynamics(state: FloatArray, action: ArrayLike) -> FloatArray:
+    """Advance ``state`` by one step of the original semi-implicit Euler scheme.
+
+    Args:
+        state: ``[x, x_dot, theta, theta_dot]`` along the FIRST axis, shape ``(4, *batch)``.
+        action: Normalised force, shape ``batch``; clipped to ``[-1, 1]``, scaled by
+            ``FORCE_MAG``.
+
+    Returns:
+        The next state, shape ``(4, *batch)``, float64.
+
+    Example:
+        >>> swingup_dynamics(np.zeros((4, 3)), np.array([0.0, 1.0, -5.0])).shape
+        (4, 3)
+        >>> swingup_dynamics(np.zeros(4), 0.0).tolist()  # upright, centred, at rest: stays
+        [0.0, 0.0, 0.0, 0.0]
+    """
+    x, x_dot, theta, theta_dot = state
+    force = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0) * FORCE_MAG
+    s = np.sin(theta)
+    c = np.cos(theta)
+    # Same expression order as the original so a plain-float reference agrees to the last bit.
+    xdot_update = (
+        -2 * _M_P_L * (theta_dot**2) * s
+        + 3 * MASS_POLE * GRAVITY * s * c
+        + 4 * force
+        - 4 * FRICTION * x_dot
+    ) / (4 * _TOTAL_M - 3 * MASS_POLE * c**2)
+    thetadot_update = (
+        -3 * _M_P_L * (theta_dot**2) * s * c
+        + 6 * _TOTAL_M * GRAVITY * s
+        + 6 * (force - FRICTION * x_dot) * c
+    ) / (4 * POLE_LENGTH * _TOTAL_M - 3 * _M_P_L * c**2)
+    return np.stack(
+        (
+            x + x_dot * DT,
+            x_dot + xdot_update * DT,
+            theta + theta_dot * DT,
+            theta_dot + thetadot_update * DT,
+        )
+    )
+
+
+def swingup_reward(state: FloatArray) -> FloatArray:
+    """``((cos θ + 1) / 2) · cos((x / X_THRESHOLD) · π / 2)`` for states ``(4, *batch)``.
+
+    Example:
+        >>> float(swingup_reward(np.zeros(4)))  # upright and centred
+        1.0
+        >>> swingup_reward(np.zeros((4, 2))).shape
+        (2,)
+    """
+    x, theta = state[0], state[2]
+    return ((np.cos(theta) + 1.0) / 2.0) * np.cos((x / X_THRESHOLD) * (np.pi / 2.0))
+
+
+def swingup_observation(state: FloatArray) -> NDArray[np.float32]:
+    """``[x, x_dot, cos θ, sin θ, theta_dot]`` as float32, shape ``(*batch, 5)``.
+
+    Example:
+        >>> swingup_observation(np.zeros((4, 3))).shape
+        (3, 5)
+        >>> swingup_observation(np.zeros(4)).tolist()
+        [0.0, 0.0, 1.0, 0.0, 0.0]
+    """
+    x, x_dot, theta, theta_dot = state
+    obs = np.stack((x, x_dot, np.cos(theta), np.sin(theta), theta_dot), axis=-1)
+    return obs.astype(np.float32)
+
+
+def sample_initial_states(rng: np.random.Generator, n: int, harder: bool) -> FloatArray:
+    """Draw ``n`` initial states, one per ROW, shape ``(n, 4)``.
+
+    Easy: ``N([0, 0, π, 0], 0.2)``. Harder: ``[0, 0, π, 0] + U(-1, 1)·[2.4, 10, π/2, 10]``.
+    Row ``i`` uses draws ``4i … 4i+3``, so the first copy of a batch seeded like a single env
+    starts where that single env starts.
+
+    Example:
+        >>> sample_initial_states(np.random.default_rng(0), 3, harder=True).shape
+        (3, 4)
+    """
+    if harder:
+        return _REST + rng.uniform(-1.0, 1.0, size=(n, 4)) * _HARDER_SPAN
+    return _REST + rng.standard_normal(size=(n, 4)) * _EASY_STD
+
+
+def _single_observation_space() -> spaces.Box:
+    big = np.finfo(np.float32).max  # the original's bound; ±inf would trip the env checkers
+    high = np.array([big, big, 1.0, 1.0, big], dtype=np.float32)
+    return spaces.Box(-high, high, dtype=np.float32)
+
+
+def _single_action_space() -> spaces.Box:
+    return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def _state_option(options: dict[str, Any] | None, shape: tuple[int, ...]) -> FloatArray | None:
+    if not options or options.get("state") is None:
+        return None
+    state = np.array(options["state"], dtype=np.float64)
+    if state.shape != shape:
+        raise ValueError(f"options['state'] must have shape {shape}, got {state.shape}")
+    if not np.all(np.isfinite(state)):
+        raise ValueError("options['state'] must be finite")
+    return state
+
+
+_SCREEN_W, _SCREEN_H = 600, 400
+_SCALE = _SCREEN_W / 5.0  # 5 m of track visible, as in the original renderer
+_CART_W, _CART_H = 40, 20
+_POLE_W = 6
+_WHEEL_R = _CART_H // 4
+
+
+def render_frame(state: ArrayLike) -> NDArray[np.uint8]:
+    """Draw cart, pole and track for one state ``[x, x_dot, theta, theta_dot]``.
+
+    Returns:
+        An RGB image, shape ``(400, 600, 3)``, uint8; the track spans ``|x| <= 2.4``.
+
+    Example:
+        >>> render_frame(np.zeros(4)).shape
+        (400, 600, 3)
+    """
+    x, _, theta, _ = np.asarray(state, dtype=np.float64)
+    img = np.full((_SCREEN_H, _SCREEN_W, 3), 255, dtype=np.uint8)
+    cx, cy = _SCREEN_W / 2 + x * _SCALE, _SCREEN_H / 2
+    track_y = round(cy + _CART_H / 2 + _WHEEL_R)
+    half_track = round(X_THRESHOLD * _SCALE)
+    ends = (_SCREEN_W // 2 - half_track, track_y), (_SCREEN_W // 2 + half_track, track_y)
+    cv2.line(img, *ends, (0, 0, 0), 1, cv2.LINE_AA)
+    left, right = round(cx - _CART_W / 2), round(cx + _CART_W / 2)
+    top, bottom = round(cy - _CART_H / 2), round(cy + _CART_H / 2)
+    cv2.rectangle(img, (left, top), (right, bottom), (255, 0, 0), -1)
+    for wx in (left, right):
+        cv2.circle(img, (wx, bottom), _WHEEL_R, (0, 0, 0), -1, cv2.LINE_AA)
+    # Image rows grow downwards, hence the minus on the vertical component.
+    pole_len = _SCALE * POLE_LENGTH
+    tip = (round(cx - pole_len * np.sin(theta)), round(cy - pole_len * np.cos(theta)))
+    axle = (round(cx), round(cy))
+    cv2.line(img, axle, tip, (0, 0, 255), _POLE_W, cv2.LINE_AA)
+    cv2.circle(img, axle, _POLE_W // 2, (25, 255, 255), -1, cv2.LINE_AA)
+    cv2.circle(img, tip, _POLE_W // 2, (0, 0, 0), -1, cv2.LINE_AA)
+    return img
+
+
+class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
+    """Swing the pole up from hanging and balance it, without leaving the ±2.4 m track.
+
+    Observation ``[x, x_dot, cos θ, sin θ, theta_dot]`` (float32), action ``Box(-1, 1, (1,))``
+    scaled to a force of ±10 N. The time limit is enforced here (``truncated`` at
+    ``max_episode_steps``), so no ``TimeLimit`` wrapper is needed. ``reset`` accepts
+    ``options={"state": [x, x_dot, theta, theta_dot]}`` to start from an exact state.
+    See the module docstring for the choices made where the original is ambiguous.
+
+    Args:
+        harder: ``CartPoleSwingUpHarder`` reset (uniform box) instead of ``N([0,0,π,0], 0.2)``.
+        max_episode_steps: Steps after which the episode is truncated (1000 in E3).
+        render_mode: ``None`` or ``"rgb_array"`` (600x400 frames from :func:`render_frame`).
+
+    Attributes:
+        state: The float64 state ``[x, x_dot, theta, theta_dot]``, ``None`` before ``reset``.
+        steps: Steps taken in the current episode.
+
+    Example:
+        >>> env = CartPoleSwingUpEnv(harder=True)
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.shape, obs.dtype
+        ((5,), dtype('float32'))
+        >>> obs, reward, terminated, truncated, info = env.step(np.array([0.5], np.float32))
+        >>> obs.shape, type(reward).__name__, terminated, truncated
+        ((5,), 'float', False, False)
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": round(1 / DT)}
+
+    def __init__(
+        self, harder: bool = False, max_episode_steps: int = 1000, render_mode: str | None = None
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode must be None or one of {self.metadata['render_modes']}, "
+                f"got {render_mode!r}"
+            )
+        self.harder = bool(harder)
+        self.max_episode_steps = _positive_int(max_episode_steps, "max_episode_steps")
+        self.render_mode = render_mode
+        self.observation_space = _single_observation_space()
+        self.action_space = _single_action_space()
+        self.state: FloatArray | None = None
+        self.steps = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[NDArray[np.float32], dict[str, Any]]:
+        super().reset(seed=seed)
+        state = _state_option(options, (4,))
+        if state is None:
+            state = sample_initial_states(self.np_random, 1, self.harder)[0]
+        self.state = state
+        self.steps = 0
+        return swingup_observation(self.state), {}
+
+    def step(
+        self, action: ArrayLike
+    ) -> tuple[NDArray[np.float32], float, bool, bool, dict[str, Any]]:
+        if self.state is None:
+            raise ResetNeeded("Call reset() before step().")
+        a = np.asarray(action, dtype=np.float64)
+        if a.size != 1:
+            raise ValueError(f"action must hold exactly one value, got shape {a.shape}")
+        self.state = swingup_dynamics(self.state, a.reshape(()))
+        self.steps += 1
+        terminated = bool(abs(self.state[0]) > X_THRESHOLD)
+        truncated = self.steps >= self.max_episode_steps
+        reward = float(swingup_reward(self.state))
+        return swingup_observation(self.state), reward, terminated, truncated, {}
+
+    def render(self) -> NDArray[np.uint8] | None:
+        if self.render_mode is None:
+            gym.logger.warn("render() called without render_mode; pass render_mode='rgb_array'.")
+            return None
+        if self.state is None:
+            raise ResetNeeded("Call reset() before render().")
+        return render_frame(self.state)
+
+
+class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32], np.ndarray]):
+    """``num_envs`` copies of :class:`CartPoleSwingUpEnv` stepped in one numpy call.
+
+    With ``autoreset=True`` it follows gymnasium's NEXT_STEP autoreset: the step after a copy
+    ends ignores that copy's action and returns its fresh initial observation with reward 0
+    and both flags False. With ``autoreset=False`` (``AutoresetMode.DISABLED``) a copy that
+    ends freezes: its state and step count stop changing, its reward is 0 and its flags are
+    False from the next step on, until it is reset (``reset(options={"reset_mask": m})``
+    resets only the copies in ``m``). Either way :attr:`done` marks the copies whose episode
+    has ended and that have not been reset yet, so an ES evaluator can run all copies for
+    ``max_episode_steps`` steps and just sum the rewards.
+
+    ``reset(seed=s)`` seeds one generator that draws all copies' initial states (copy ``i``
+    gets draws ``4i … 4i+3``, so copy 0 starts like ``CartPoleSwingUpEnv`` reset with the
+    same seed); autoresets draw from the same generator, and so does a masked reset (with a
+    seed, the generator is reseeded first). ``options={"state": (B, 4) array}`` sets exact
+    initial states instead (only the masked rows are used when a mask is given).
+
+    Args:
+        num_envs: Number of copies ``B``.
+        harder: Use the Harder reset distribution.
+        max_episode_steps: Truncation step of every copy.
+        autoreset: NEXT_STEP autoreset if True, freeze finished copies if False.
+
+    Attributes:
+        done: Bool mask ``(B,)`` of copies that ended and were not reset yet.
+        steps: Int ``(B,)`` steps taken in each copy's current episode.
+
+    Example:
+        >>> venv = CartPoleSwingUpVectorEnv(4, harder=True, autoreset=False)
+        >>> obs, info = venv.reset(seed=0)
+        >>> obs.shape, obs.dtype, venv.action_space.shape
+        ((4, 5), dtype('float32'), (4, 1))
+        >>> obs, rewards, terminations, truncations, infos = venv.step(np.zeros((4, 1)))
+        >>> rewards.shape, terminations.dtype, venv.done.shape
+        ((4,), dtype('bool'), (4,))
+    """
+
+    metadata: dict[str, Any] = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(
+        self,
+        num_envs: int,
+        harder: bool = False,
+        max_episode_steps: int = 1000,
+        autoreset: bool = True,
+    ) -> None:
+        self.num_envs = _positive_int(num_envs, "num_envs")
+        self.harder = bool(harder)
+        self.max_episode_steps = _positive_int(max_episode_steps, "max_episode_steps")
+        self.autoreset = bool(autoreset)
+        mode = AutoresetMode.NEXT_STEP if self.autoreset else AutoresetMode.DISABLED
+        self.metadata = {**type(self).metadata, "autoreset_mode": mode}
+        self.single_observation_space = _single_observation_space()
+        self.single_action_space = _single_action_space()
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._state: FloatArray | None = None  # (4, B): contiguous rows for the physics
+        self.steps = np.zeros(self.num_envs, dtype=np.int64)
+        self.done = np.zeros(self.num_envs, dtype=np.bool_)
+
+    @property
+    def state(self) -> FloatArray | None:
+        """Copy of the float64 states, shape ``(B, 4)``; ``None`` before ``reset``."""
+        return None if self._state is None else self._state.T.copy()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[NDArray[np.float32], dict[str, Any]]:
+        super().reset(seed=seed)
+        mask = self._reset_mask(options)
+        given = _state_option(options, (self.num_envs, 4))
+        if self._state is None:
+            if not mask.all():
+                raise ResetNeeded("The first reset() must reset every copy (no reset_mask).")
+            self._state = np.empty((4, self.num_envs), dtype=np.float64)
+        idx = np.flatnonzero(mask)
+        if given is None:
+            self._state[:, idx] = sample_initial_states(self.np_random, idx.size, self.harder).T
+        else:
+            self._state[:, idx] = given[idx].T
+        # Rebind rather than write in place, as step() does: arrays handed out stay snapshots.
+        self.steps = np.where(mask, 0, self.steps)
+        self.done = self.done & ~mask
+        return swingup_observation(self._state), {}
+
+    def step(
+        self, actions: ArrayLike
+    ) -> tuple[
+        NDArray[np.float32], FloatArray, NDArray[np.bool_], NDArray[np.bool_], dict[str, Any]
+    ]:
+        if self._state is None:
+            raise ResetNeeded("Call reset() before step().")
+        a = np.asarray(actions, dtype=np.float64)
+        if a.shape not in ((self.num_envs,), (self.num_envs, 1)):
+            raise ValueError(
+                f"actions must have shape ({self.num_envs},) or ({self.num_envs}, 1), got {a.shape}"
+            )
+        ended = self.done
+        state = swingup_dynamics(self._state, a.reshape(self.num_envs))
+        if self.autoreset:
+            self.steps += 1
+        else:
+            state = np.where(ended, self._state, state)
+            self.steps += ~ended
+        live = ~ended
+        rewards = np.where(live, swingup_reward(state), 0.0)
+        terminations = live & (np.abs(state[0]) > X_THRESHOLD)
+        truncations = live & (self.steps >= self.max_episode_steps)
+        if self.autoreset:
+            idx = np.flatnonzero(ended)
+            if idx.size:
+                state[:, idx] = sample_initial_states(self.np_random, idx.size, self.harder).T
+                self.steps[idx] = 0
+            self.done = terminations | truncations
+        else:
+            self.done = ended | terminations | truncations
+        self._state = state
+        return swingup_observation(state), rewards, terminations, truncations, {}
+
+    def _reset_mask(self, options: dict[str, Any] | None) -> NDArray[np.bool_]:
+        if not options or options.get("reset_mask") is None:
+            return np.ones(self.num_envs, dtype=np.bool_)
+        mask = options["reset_mask"]
+        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
+            raise TypeError(f"options['reset_mask'] must be a bool numpy array, got {mask!r}")
+        if mask.shape != (self.num_envs,):
+            raise ValueError(
+                f"options['reset_mask'] must have shape ({self.num_envs},), got {mask.shape}"
+            )
+        return mask

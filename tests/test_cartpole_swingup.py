@@ -1,0 +1,482 @@
+"""Tests for attn_envs.envs.cartpole_swingup (E3 CartPoleSwingUp, single and batched)."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.error import ResetNeeded
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from gymnasium.vector import AutoresetMode
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attn_envs.envs.cartpole_swingup import (
+    CartPoleSwingUpEnv,
+    CartPoleSwingUpVectorEnv,
+    render_frame,
+    sample_initial_states,
+    swingup_observation,
+)
+from tests._contract import assert_env_contract
+
+REST = np.array([0.0, 0.0, math.pi, 0.0])
+HARDER_SPAN = np.array([2.4, 10.0, math.pi / 2, 10.0])
+
+
+# --- independent scalar reference, written from the E3 formulas in plain Python -------------
+
+
+def reference_step(
+    state: tuple[float, float, float, float], action: float
+) -> tuple[tuple[float, float, float, float], float, bool]:
+    g, m_cart, m_pole, length, b, dt = 9.82, 0.5, 0.5, 0.6, 0.1, 0.01
+    total_m, m_p_l = m_cart + m_pole, m_pole * length
+    force = max(-1.0, min(1.0, action)) * 10.0
+    x, x_dot, theta, theta_dot = state
+    s, c = math.sin(theta), math.cos(theta)
+    xdot_update = (
+        -2 * m_p_l * theta_dot**2 * s + 3 * m_pole * g * s * c + 4 * force - 4 * b * x_dot
+    ) / (4 * total_m - 3 * m_pole * c**2)
+    thetadot_update = (
+        -3 * m_p_l * theta_dot**2 * s * c + 6 * total_m * g * s + 6 * (force - b * x_dot) * c
+    ) / (4 * length * total_m - 3 * m_p_l * c**2)
+    x, theta = x + x_dot * dt, theta + theta_dot * dt
+    x_dot, theta_dot = x_dot + xdot_update * dt, theta_dot + thetadot_update * dt
+    reward = ((math.cos(theta) + 1) / 2) * math.cos((x / 2.4) * (math.pi / 2))
+    return (x, x_dot, theta, theta_dot), reward, x < -2.4 or x > 2.4
+
+
+def reference_obs(state: tuple[float, float, float, float]) -> np.ndarray:
+    x, x_dot, theta, theta_dot = state
+    return np.array([x, x_dot, math.cos(theta), math.sin(theta), theta_dot], dtype=np.float32)
+
+
+# --- factories (module level so they pickle for AsyncVectorEnv / SubprocVecEnv) -------------
+
+
+def make_easy() -> gym.Env:
+    return CartPoleSwingUpEnv()
+
+
+make_harder = partial(CartPoleSwingUpEnv, harder=True)
+
+
+# --- (h) contract ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make_env", [make_easy, make_harder], ids=["easy", "harder"])
+def test_env_contract(make_env) -> None:
+    assert_env_contract(make_env)
+
+
+def test_gym_check_env_with_render() -> None:
+    env = CartPoleSwingUpEnv(harder=True, render_mode="rgb_array")
+    with pytest.warns(UserWarning, match="spec"):  # no spec: alternative modes are not tried
+        gym_check_env(env)
+
+
+# --- (a) single env vs the scalar reference ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "start",
+    [(0.0, 0.0, math.pi, 0.0), (0.5, -1.0, 2.0, 3.0), (-1.2, 4.0, 4.0, -8.0), (0.0, 0.0, 0.1, 0.0)],
+)
+def test_single_env_matches_reference(start: tuple[float, float, float, float]) -> None:
+    env = CartPoleSwingUpEnv(max_episode_steps=10_000)
+    obs, _ = env.reset(options={"state": start})
+    np.testing.assert_array_equal(obs, reference_obs(start))
+    actions = np.random.default_rng(1).uniform(-1.5, 1.5, size=400)  # also exercises clipping
+    ref = start
+    for t, a in enumerate(actions):
+        ref, ref_reward, ref_term = reference_step(ref, float(a))
+        obs, reward, term, trunc, _ = env.step(np.array([a]))
+        np.testing.assert_allclose(env.state, ref, rtol=1e-9, atol=1e-9, err_msg=f"step {t}")
+        np.testing.assert_allclose(obs, reference_obs(ref), rtol=1e-6, atol=1e-6)
+        assert reward == pytest.approx(ref_reward, rel=1e-9, abs=1e-9)
+        assert term == ref_term and not trunc
+        if term:
+            break
+
+
+def test_float32_action_acts_like_its_float64_value() -> None:
+    env = CartPoleSwingUpEnv()
+    a32 = np.array([0.3], dtype=np.float32)
+    env.reset(options={"state": REST})
+    env.step(a32)
+    ref, _, _ = reference_step(tuple(REST), float(a32[0]))
+    np.testing.assert_allclose(env.state, ref, rtol=1e-12, atol=1e-12)
+
+
+# --- (b) batched vs single ---------------------------------------------------------------------
+
+
+def _start_states(n: int, seed: int) -> np.ndarray:
+    return sample_initial_states(np.random.default_rng(seed), n, harder=True)
+
+
+def test_vector_matches_single_with_next_step_autoreset() -> None:
+    n, horizon, limit = 64, 400, 150
+    venv = CartPoleSwingUpVectorEnv(n, harder=True, max_episode_steps=limit)
+    assert venv.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    obs, _ = venv.reset(seed=0, options={"state": _start_states(n, 1)})
+    singles = [CartPoleSwingUpEnv(harder=True, max_episode_steps=limit) for _ in range(n)]
+    single_obs = np.stack(
+        [e.reset(options={"state": s})[0] for e, s in zip(singles, venv.state, strict=True)]
+    )
+    np.testing.assert_array_equal(obs, single_obs)
+    rng = np.random.default_rng(2)
+    pending = np.zeros(n, dtype=bool)
+    n_term = n_trunc = 0
+    for _ in range(horizon):
+        actions = rng.uniform(-1, 1, size=(n, 1)).astype(np.float32)
+        obs, rew, term, trunc, _ = venv.step(actions)
+        for i, env in enumerate(singles):
+            if pending[i]:  # NEXT_STEP: this step reset copy i and ignored its action
+                assert rew[i] == 0.0 and not term[i] and not trunc[i]
+                start = venv.state[i]
+                assert np.all(np.abs(start - REST) <= HARDER_SPAN)
+                np.testing.assert_array_equal(obs[i], env.reset(options={"state": start})[0])
+                continue
+            o, r, te, tr, _ = env.step(actions[i])
+            np.testing.assert_array_equal(obs[i], o)
+            assert (rew[i], term[i], trunc[i]) == (r, te, tr)
+        np.testing.assert_array_equal(venv.done, term | trunc)
+        pending = term | trunc
+        n_term, n_trunc = n_term + term.sum(), n_trunc + trunc.sum()
+    assert n_term > n and n_trunc > 0  # copies ended at many different times, both ways
+
+
+def test_next_step_autoreset_ignores_the_action_of_resetting_copies() -> None:
+    runs = []
+    for reset_action in (-1.0, 1.0):
+        venv = CartPoleSwingUpVectorEnv(2, max_episode_steps=3)
+        venv.reset(seed=5)
+        for _ in range(3):
+            venv.step(np.zeros(2))
+        assert venv.done.all()
+        runs.append(venv.step(np.full(2, reset_action))[0])
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
+def test_vector_without_autoreset_freezes_finished_copies() -> None:
+    n, limit = 64, 300
+    starts = _start_states(n, 3)
+    venv = CartPoleSwingUpVectorEnv(n, harder=True, max_episode_steps=limit, autoreset=False)
+    assert venv.metadata["autoreset_mode"] == AutoresetMode.DISABLED
+    venv.reset(options={"state": starts})
+    singles = [CartPoleSwingUpEnv(harder=True, max_episode_steps=limit) for _ in range(n)]
+    for env, s in zip(singles, starts, strict=True):
+        env.reset(options={"state": s})
+    rng = np.random.default_rng(4)
+    returns, single_returns = np.zeros(n), np.zeros(n)
+    ended_at = np.full(n, -1)
+    for t in range(limit + 20):
+        before = venv.state
+        actions = rng.uniform(-1, 1, size=n)
+        obs, rew, term, trunc, _ = venv.step(actions)
+        returns += rew
+        for i, env in enumerate(singles):
+            if ended_at[i] >= 0:
+                np.testing.assert_array_equal(venv.state[i], before[i])
+                assert rew[i] == 0.0 and not term[i] and not trunc[i]
+                continue
+            o, r, te, tr, _ = env.step(actions[i : i + 1])
+            single_returns[i] += r
+            np.testing.assert_array_equal(obs[i], o)
+            assert (rew[i], term[i], trunc[i]) == (r, te, tr)
+            if te or tr:
+                ended_at[i] = t
+        np.testing.assert_array_equal(venv.done, ended_at >= 0)
+    np.testing.assert_array_equal(returns, single_returns)
+    assert venv.done.all() and len(set(ended_at.tolist())) > 10
+    np.testing.assert_array_equal(venv.steps, ended_at + 1)
+
+
+def test_reset_mask_resets_only_the_masked_copies() -> None:
+    venv = CartPoleSwingUpVectorEnv(4, harder=True, max_episode_steps=2, autoreset=False)
+    venv.reset(seed=0)
+    venv.step(np.zeros(4))
+    venv.step(np.zeros(4))
+    before = venv.state
+    mask = np.array([True, False, True, False])
+    venv.reset(seed=9, options={"reset_mask": mask})
+    np.testing.assert_array_equal(venv.done, ~mask)
+    np.testing.assert_array_equal(venv.state[~mask], before[~mask])
+    np.testing.assert_array_equal(venv.state[mask], sample_initial_states(
+        np.random.default_rng(9), 2, harder=True))  # fmt: skip
+    np.testing.assert_array_equal(venv.steps, [0, 2, 0, 2])
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    states=st.lists(
+        st.tuples(
+            st.floats(-2.4, 2.4),
+            st.floats(-20, 20),
+            st.floats(-20, 20),
+            st.floats(-30, 30),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    data=st.data(),
+)
+def test_one_batched_step_equals_single_steps(states, data) -> None:
+    n = len(states)
+    actions = data.draw(st.lists(st.floats(-3, 3), min_size=n, max_size=n))
+    venv = CartPoleSwingUpVectorEnv(n)
+    venv.reset(options={"state": np.array(states)})
+    obs, rew, term, trunc, _ = venv.step(np.array(actions))
+    for i in range(n):
+        env = CartPoleSwingUpEnv()
+        env.reset(options={"state": states[i]})
+        o, r, te, tr, _ = env.step([actions[i]])
+        np.testing.assert_array_equal(obs[i], o)
+        assert (rew[i], term[i], trunc[i]) == (r, te, tr)
+
+
+# --- (c) reset distributions -------------------------------------------------------------------
+
+
+def _single_starts(harder: bool, n: int = 2000) -> np.ndarray:
+    env = CartPoleSwingUpEnv(harder=harder)
+    env.reset(seed=123)
+    starts = [env.state]
+    for _ in range(n - 1):
+        env.reset()
+        starts.append(env.state)
+    return np.array(starts)
+
+
+def _vector_starts(harder: bool, n: int = 2000) -> np.ndarray:
+    venv = CartPoleSwingUpVectorEnv(n, harder=harder)
+    venv.reset(seed=123)
+    return venv.state
+
+
+@pytest.mark.parametrize("starts_fn", [_single_starts, _vector_starts], ids=["single", "vector"])
+def test_harder_reset_fills_the_box(starts_fn) -> None:
+    offsets = (starts_fn(harder=True) - REST) / HARDER_SPAN
+    assert np.all(offsets >= -1.0) and np.all(offsets < 1.0)
+    np.testing.assert_array_less(offsets.min(axis=0), -0.98)
+    np.testing.assert_array_less(0.98, offsets.max(axis=0))
+    np.testing.assert_allclose(offsets.mean(axis=0), 0.0, atol=0.05)  # uniform, not clustered
+
+
+@pytest.mark.parametrize("starts_fn", [_single_starts, _vector_starts], ids=["single", "vector"])
+def test_easy_reset_is_gaussian_around_hanging(starts_fn) -> None:
+    starts = starts_fn(harder=False)
+    np.testing.assert_allclose(starts.mean(axis=0), REST, atol=0.02)
+    np.testing.assert_allclose(starts.std(axis=0), 0.2, atol=0.01)
+
+
+# --- (d) seeding -------------------------------------------------------------------------------
+
+
+def test_vector_seed_determines_all_copies() -> None:
+    a, b = CartPoleSwingUpVectorEnv(16, harder=True), CartPoleSwingUpVectorEnv(16, harder=True)
+    obs_a, _ = a.reset(seed=42)
+    obs_b, _ = b.reset(seed=42)
+    np.testing.assert_array_equal(obs_a, obs_b)
+    assert len(np.unique(obs_a[:, 0])) == 16  # copies do not share a start
+    assert not np.array_equal(b.reset(seed=43)[0], obs_a)
+    np.testing.assert_array_equal(b.reset(seed=42)[0], obs_a)  # reseeding replays
+    actions = np.random.default_rng(0).uniform(-1, 1, size=(300, 16, 1))
+    for act in actions:  # autoresets draw from the seeded generator too
+        out_a, out_b = a.step(act), b.step(act)
+        for x, y in zip(out_a[:4], out_b[:4], strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("harder", [False, True])
+def test_first_vector_copy_starts_like_single_env(harder: bool) -> None:
+    venv = CartPoleSwingUpVectorEnv(3, harder=harder)
+    env = CartPoleSwingUpEnv(harder=harder)
+    np.testing.assert_array_equal(venv.reset(seed=7)[0][0], env.reset(seed=7)[0])
+
+
+def test_single_reset_sequence_is_reproducible() -> None:
+    env = CartPoleSwingUpEnv(harder=True)
+
+    def starts() -> list[np.ndarray]:
+        first = env.reset(seed=11)[0]
+        return [first] + [env.reset()[0] for _ in range(3)]
+
+    a, b = starts(), starts()
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a[0], a[1])
+
+
+# --- (e) truncation and termination ------------------------------------------------------------
+
+
+def test_truncates_at_exactly_max_episode_steps() -> None:
+    env = CartPoleSwingUpEnv(max_episode_steps=50)
+    venv = CartPoleSwingUpVectorEnv(2, max_episode_steps=50)
+    env.reset(options={"state": REST})  # hanging at rest never leaves the track
+    venv.reset(options={"state": np.stack([REST, REST])})
+    for t in range(1, 51):
+        _, _, term, trunc, _ = env.step(np.zeros(1))
+        _, _, vterm, vtrunc, _ = venv.step(np.zeros(2))
+        assert not term and not vterm.any()
+        assert trunc == (t == 50) and vtrunc.tolist() == [t == 50] * 2
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_terminates_when_cart_leaves_track(sign: float) -> None:
+    env = CartPoleSwingUpEnv()
+    env.reset(options={"state": [sign * 2.39, sign * 5.0, math.pi, 0.0]})
+    _, reward, term, trunc, _ = env.step(np.zeros(1))
+    assert term and not trunc and abs(env.state[0]) > 2.4
+    assert reward <= 0.0  # paid on the terminating step, from the state beyond the edge
+
+
+def test_exactly_at_the_edge_is_not_terminal() -> None:
+    env = CartPoleSwingUpEnv()
+    env.reset(options={"state": [2.4, 0.0, math.pi, 0.0]})
+    assert not env.step(np.zeros(1))[2]
+
+
+# --- (f) reward and (g) clipping ---------------------------------------------------------------
+
+
+def test_upright_centred_pole_earns_one_hanging_earns_zero() -> None:
+    env = CartPoleSwingUpEnv()
+    env.reset(options={"state": [0.0, 0.0, 0.0, 0.0]})
+    assert env.step(np.zeros(1))[1] == 1.0
+    env.reset(options={"state": REST})
+    assert env.step(np.zeros(1))[1] == pytest.approx(0.0, abs=1e-12)
+    env.reset(options={"state": [2.4, 0.0, 0.0, 0.0]})  # upright but at the track's end
+    assert env.step(np.zeros(1))[1] == pytest.approx(0.0, abs=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    state=st.tuples(st.floats(-2.4, 2.4), st.floats(-10, 10), st.floats(-7, 7), st.floats(-10, 10)),
+    action=st.floats(-1, 1),
+)
+def test_reward_is_the_formula_of_the_returned_observation(state, action) -> None:
+    env = CartPoleSwingUpEnv()
+    env.reset(options={"state": state})
+    obs, reward, *_ = env.step([action])
+    x, cos_theta = float(obs[0]), float(obs[2])
+    expected = ((cos_theta + 1) / 2) * math.cos(x / 2.4 * math.pi / 2)
+    assert reward == pytest.approx(expected, abs=1e-5)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    state=st.tuples(st.floats(-2, 2), st.floats(-10, 10), st.floats(-7, 7), st.floats(-10, 10)),
+    action=st.floats(-1e6, 1e6),
+)
+def test_actions_are_clipped_to_unit_force(state, action) -> None:
+    clipped = min(1.0, max(-1.0, action))
+    env, venv = CartPoleSwingUpEnv(), CartPoleSwingUpVectorEnv(1)
+    outs = []
+    for a in (action, clipped):
+        env.reset(options={"state": state})
+        venv.reset(options={"state": [state]})
+        outs.append((env.step([a])[0], venv.step([[a]])[0]))
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    np.testing.assert_array_equal(outs[0][1], outs[1][1])
+
+
+def test_out_of_range_action_differs_from_in_range_only_up_to_the_clip() -> None:
+    env = CartPoleSwingUpEnv()
+    obs = []
+    for a in (0.5, 1.0, 3.0):
+        env.reset(options={"state": REST})
+        obs.append(env.step([a])[0])
+    assert not np.array_equal(obs[0], obs[1])  # force does scale with the action
+    np.testing.assert_array_equal(obs[1], obs[2])
+
+
+# --- spaces, rendering, errors -----------------------------------------------------------------
+
+
+def test_vector_spaces_and_shapes() -> None:
+    venv = CartPoleSwingUpVectorEnv(5)
+    env = CartPoleSwingUpEnv()
+    assert venv.single_observation_space == env.observation_space
+    assert venv.single_action_space == env.action_space
+    assert venv.observation_space.shape == (5, 5) and venv.action_space.shape == (5, 1)
+    obs, info = venv.reset(seed=0)
+    assert obs in venv.observation_space and info == {}
+    obs, rew, term, trunc, _ = venv.step(venv.action_space.sample())
+    assert obs.dtype == np.float32 and obs in venv.observation_space
+    assert rew.shape == term.shape == trunc.shape == (5,)
+    assert term.dtype == trunc.dtype == np.bool_
+
+
+def test_render_draws_pole_where_the_state_says() -> None:
+    env = CartPoleSwingUpEnv(render_mode="rgb_array")
+    frames = {}
+    states = {"up": [0, 0, 0, 0], "down": REST, "left": [-1.5, 0, 0, 0], "tilt": [0, 0, 0.5, 0]}
+    for name, state in states.items():
+        env.reset(options={"state": state})
+        frames[name] = env.render()
+    assert frames["up"].shape == (400, 600, 3) and frames["up"].dtype == np.uint8
+
+    def blue_rows_cols(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.nonzero((img[..., 2] > 200) & (img[..., 0] < 50) & (img[..., 1] < 50))
+
+    up_rows, up_cols = blue_rows_cols(frames["up"])
+    down_rows, _ = blue_rows_cols(frames["down"])
+    _, left_cols = blue_rows_cols(frames["left"])
+    assert up_rows.max() < down_rows.min()  # upright pole above the axle, hanging one below
+    assert left_cols.mean() < up_cols.mean() - 100  # cart at x=-1.5 drawn to the left
+    _, tilt_cols = blue_rows_cols(frames["tilt"])
+    assert tilt_cols.mean() < up_cols.mean() - 10  # +theta leans the pole to the left
+    np.testing.assert_array_equal(render_frame(np.zeros(4)), frames["up"])
+
+
+def test_render_without_mode_warns_and_returns_none() -> None:
+    env = CartPoleSwingUpEnv()
+    env.reset(seed=0)
+    with pytest.warns(UserWarning, match="render_mode"):
+        assert env.render() is None
+
+
+def test_observation_layout() -> None:
+    state = np.array([[0.5, -1.0], [2.0, 3.0], [0.3, 4.0], [-7.0, 1.5]])
+    obs = swingup_observation(state)
+    assert obs.shape == (2, 5)
+    np.testing.assert_allclose(obs[1], [-1.0, 3.0, math.cos(4.0), math.sin(4.0), 1.5], rtol=1e-6)
+
+
+def test_errors() -> None:
+    with pytest.raises(ValueError, match="max_episode_steps must be a positive int"):
+        CartPoleSwingUpEnv(max_episode_steps=0)
+    with pytest.raises(ValueError, match="render_mode must be None or one of"):
+        CartPoleSwingUpEnv(render_mode="human")
+    with pytest.raises(ValueError, match="num_envs must be a positive int"):
+        CartPoleSwingUpVectorEnv(0)
+    with pytest.raises(ResetNeeded):
+        CartPoleSwingUpEnv().step(np.zeros(1))
+    with pytest.raises(ResetNeeded):
+        CartPoleSwingUpVectorEnv(2).step(np.zeros(2))
+    env = CartPoleSwingUpEnv()
+    with pytest.raises(ValueError, match=r"options\['state'\] must have shape \(4,\)"):
+        env.reset(options={"state": np.zeros(3)})
+    with pytest.raises(ValueError, match="must be finite"):
+        env.reset(options={"state": [0.0, np.nan, 0.0, 0.0]})
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="exactly one value"):
+        env.step(np.zeros(2))
+    venv = CartPoleSwingUpVectorEnv(3)
+    with pytest.raises(ValueError, match=r"options\['state'\] must have shape \(3, 4\)"):
+        venv.reset(options={"state": np.zeros((4, 3))})
+    with pytest.raises(ResetNeeded, match="first reset"):
+        venv.reset(options={"reset_mask": np.array([True, False, True])})
+    venv.reset(seed=0)
+    with pytest.raises(ValueError, match=r"actions must have shape \(3,\) or \(3, 1\)"):
+        venv.step(np.zeros((3, 2)))
+    with pytest.raises(TypeError, match="bool numpy array"):
+        venv.reset(options={"reset_mask": [True, False, True]})
+    with pytest.raises(ValueError, match=r"must have shape \(3,\)"):
+        venv.reset(options={"reset_mask": np.ones(2, dtype=bool)})
