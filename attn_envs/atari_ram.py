@@ -1,0 +1,513 @@
+"""AtariARI-style annotated-RAM features with distractor games (seed 002, the d-AWRL thesis, E7).
+
+``RAM_ANNOTATIONS`` names the bytes of the 128-byte Atari RAM that hold the game's state
+variables (positions, scores, lives). ``RamFeatureObservation`` turns an ALE env's
+observation into those bytes. ``DistractorFeatureObservation`` builds the thesis's noisy
+inputs: the features of the played game plus those of ``k`` uncontrolled copies of the same
+game, shuffled once per seed and stacked over time (conditions L, 2L, 4L are ``k`` = 0, 1, 3).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, SupportsFloat
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from attn_envs._seeding import SeededWrapperMixin
+
+__all__ = [
+    "RAM_ANNOTATIONS",
+    "DistractorFeatureObservation",
+    "RamFeatureObservation",
+    "feature_indices",
+    "game_from_env_id",
+    "make_distractor_env",
+    "make_ram_feature_env",
+    "resolve_game",
+]
+
+gym.register_envs(ale_py)
+
+RAM_SIZE = 128
+
+# RAM indices from the AtariARI annotation table (Anand et al. 2019, "Unsupervised State
+# Representation Learning in Atari"; atariari/benchmark/ram_annotations.py). A sequence value is
+# flattened to name_0, name_1, ... and, as in AtariARI, placed after the scalar entries. Pong,
+# DemonAttack and Asteroids follow experiment E7's order (DemonAttack's level moves last).
+# fmt: off
+_ANNOTATIONS_RAW: dict[str, dict[str, int | Sequence[int]]] = {
+    "Pong": dict(
+        player_y=51, player_x=46, enemy_y=50, enemy_x=45, ball_x=49, ball_y=54,
+        enemy_score=13, player_score=14,
+    ),
+    "DemonAttack": dict(
+        player_x=22, enemy_x1=17, enemy_x2=18, enemy_x3=19, missile_y=21,
+        enemy_y1=69, enemy_y2=70, enemy_y3=71, num_lives=114, level=62,
+    ),
+    "Asteroids": dict(
+        player_x=73, player_y=74, num_lives_direction=60, player_score_high=61,
+        player_score_low=62, player_missile_x1=83, player_missile_x2=84, player_missile_y1=86,
+        player_missile_y2=87, player_missile1_direction=89, player_missile2_direction=90,
+        enemy_asteroids_y=[*range(3, 10), *range(12, 20)],
+        enemy_asteroids_x=[*range(21, 28), *range(30, 38)],
+    ),
+    "BattleZone": dict(
+        blue_tank_facing_direction=46, blue_tank_size_y=47, blue_tank_x=48,
+        blue_tank2_facing_direction=52, blue_tank2_size_y=53, blue_tank2_x=54, num_lives=58,
+        missile_y=105, compass_needles_angle=84, angle_of_tank=4, left_tread_position=59,
+        right_tread_position=60, crosshairs_color=108, score=29,
+    ),
+    "Berzerk": dict(
+        player_x=19, player_y=11, player_direction=14, player_missile_x=22,
+        player_missile_y=23, player_missile_direction=21, robot_missile_direction=26,
+        robot_missile_x=29, robot_missile_y=30, num_lives=90, robots_killed_count=91,
+        game_level=92, enemy_evilOtto_x=46, enemy_evilOtto_y=89,
+        enemy_robots_x=range(65, 73), enemy_robots_y=range(56, 65), player_score=range(93, 96),
+    ),
+    "Bowling": dict(
+        ball_x=30, ball_y=41, player_x=29, player_y=40, frame_number_display=36,
+        pin_existence=range(57, 67), score=33,
+    ),
+    "Boxing": dict(
+        player_x=32, player_y=34, enemy_x=33, enemy_y=35, enemy_score=19, clock=17,
+        player_score=18,
+    ),
+    "Breakout": dict(
+        ball_x=99, ball_y=101, player_x=72, blocks_hit_count=77, block_bit_map=range(30),
+        score=84,
+    ),
+    "Freeway": dict(player_y=14, score=103, enemy_car_x=range(108, 118)),
+    "Frostbite": dict(
+        top_row_iceflow_x=34, second_row_iceflow_x=33, third_row_iceflow_x=32,
+        fourth_row_iceflow_x=31, enemy_bear_x=104, num_lives=76, igloo_blocks_count=77,
+        enemy_x=range(84, 88), player_x=102, player_y=100, player_direction=4,
+        score=[72, 73, 74],
+    ),
+    "Hero": dict(
+        player_x=27, player_y=31, power_meter=43, room_number=28, level_number=117,
+        dynamite_count=50, score=[56, 57],
+    ),
+    "MontezumaRevenge": dict(
+        room_number=3, player_x=42, player_y=43, player_direction=52, enemy_skull_x=47,
+        enemy_skull_y=46, key_monster_x=44, key_monster_y=45, level=57, num_lives=58,
+        items_in_inventory_count=61, room_state=62, score_0=19, score_1=20, score_2=21,
+    ),
+    "MsPacman": dict(
+        enemy_sue_x=6, enemy_inky_x=7, enemy_pinky_x=8, enemy_blinky_x=9, enemy_sue_y=12,
+        enemy_inky_y=13, enemy_pinky_y=14, enemy_blinky_y=15, player_x=10, player_y=16,
+        fruit_x=11, fruit_y=17, ghosts_count=19, player_direction=56, dots_eaten_count=119,
+        player_score=120, num_lives=123,
+    ),
+    "Pitfall": dict(
+        player_x=97, player_y=105, enemy_logs_x=98, enemy_scorpion_x=99, bottom_of_rope_y=18,
+        clock_sec=89, clock_min=88,
+    ),
+    "PrivateEye": dict(
+        player_x=63, player_y=86, room_number=92, clock=[67, 69], player_direction=58,
+        score=[73, 74], dove_x=48, dove_y=39,
+    ),
+    "Qbert": dict(
+        player_x=43, player_y=67, player_column=35, red_enemy_column=69, green_enemy_column=105,
+    ),
+    "Riverraid": dict(
+        player_x=51, missile_x=117, missile_y=50, fuel_meter_high=55, fuel_meter_low=56,
+    ),
+    "Seaquest": dict(
+        enemy_obstacle_x=range(30, 34), player_x=70, player_y=97,
+        diver_or_enemy_missile_x=range(71, 75), player_direction=86,
+        player_missile_direction=87, oxygen_meter_value=102, player_missile_x=103,
+        score=[57, 58], num_lives=59, divers_collected_count=62,
+    ),
+    "Skiing": dict(
+        player_x=25, clock_m=104, clock_s=105, clock_ms=106, score=107, object_y=range(87, 94),
+    ),
+    "SpaceInvaders": dict(
+        invaders_left_count=17, player_score=104, num_lives=73, player_x=28, enemies_x=26,
+        missiles_y=9, enemies_y=24,
+    ),
+    "Tennis": dict(
+        enemy_x=27, enemy_y=25, enemy_score=70, ball_x=16, ball_y=17, player_x=26, player_y=24,
+        player_score=69,
+    ),
+    "Venture": dict(
+        sprite0_y=20, sprite1_y=21, sprite2_y=22, sprite3_y=23, sprite4_y=24, sprite5_y=25,
+        sprite0_x=79, sprite1_x=80, sprite2_x=81, sprite3_x=82, sprite4_x=83, sprite5_x=84,
+        player_x=85, player_y=26, current_room=90, num_lives=70, score_1_2=71, score_3_4=72,
+    ),
+    "VideoPinball": dict(
+        ball_x=67, ball_y=68, player_left_paddle_y=98, player_right_paddle_y=102, score_1=48,
+        score_2=50,
+    ),
+    "YarsRevenge": dict(
+        player_yar_x=32, player_yar_y=31, yar_missile_x=38, yar_missile_y=37,
+        enemy_qotile_x=43, enemy_qotile_y=42, qotile_missile_x=47, qotile_missile_y=46,
+    ),
+}
+# fmt: on
+
+
+def _flatten(table: dict[str, int | Sequence[int]]) -> dict[str, int]:
+    scalars = {name: int(v) for name, v in table.items() if isinstance(v, int)}
+    seqs = {
+        f"{name}_{i}": int(vi)
+        for name, v in table.items()
+        if not isinstance(v, int)
+        for i, vi in enumerate(v)
+    }
+    return {**scalars, **seqs}
+
+
+#: Game name as in ALE ids ("Pong", "DemonAttack", ...) -> ordered {feature name: RAM index}.
+RAM_ANNOTATIONS: dict[str, dict[str, int]] = {
+    game: _flatten(table) for game, table in _ANNOTATIONS_RAW.items()
+}
+
+_GAME_KEYS = {game.lower(): game for game in RAM_ANNOTATIONS}
+_ID_SUFFIXES = re.compile(r"(-ram)?(NoFrameskip|Deterministic)?(-ram)?(-v\d+)?$")
+
+
+def game_from_env_id(env_id: str) -> str:
+    """The game part of an ALE env id (namespace, version and frame-skip variants removed).
+
+    Example:
+        >>> game_from_env_id("ALE/Pong-v5"), game_from_env_id("PongNoFrameskip-v4")
+        ('Pong', 'Pong')
+        >>> game_from_env_id("Breakout-ramDeterministic-v4")
+        'Breakout'
+    """
+    name = _ID_SUFFIXES.sub("", env_id.rsplit("/", 1)[-1])
+    if not name.isalnum():
+        raise ValueError(f"cannot read a game name from env id {env_id!r}")
+    return name
+
+
+def resolve_game(game: str) -> str:
+    """Canonical ``RAM_ANNOTATIONS`` key for ``game`` ("pong", "demon_attack", "DemonAttack").
+
+    Raises:
+        ValueError: ``game`` has no RAM annotation; the message lists the games that have one.
+
+    Example:
+        >>> resolve_game("demon_attack"), resolve_game("pong")
+        ('DemonAttack', 'Pong')
+    """
+    key = game.replace("_", "").replace("-", "").lower()
+    if key not in _GAME_KEYS:
+        raise ValueError(
+            f"no RAM annotation for game {game!r}; known games: {', '.join(RAM_ANNOTATIONS)}"
+        )
+    return _GAME_KEYS[key]
+
+
+def feature_indices(game: str) -> tuple[list[str], np.ndarray]:
+    """Feature names and RAM indices (an ``intp`` array) of ``game``, in annotation order.
+
+    Example:
+        >>> names, idx = feature_indices("Pong")
+        >>> names[:2], idx[:2].tolist(), len(names)
+        (['player_y', 'player_x'], [51, 46], 8)
+    """
+    table = RAM_ANNOTATIONS[resolve_game(game)]
+    return list(table), np.fromiter(table.values(), dtype=np.intp, count=len(table))
+
+
+def _require_ale(env: gym.Env, wrapper: str) -> Any:
+    """The ``AtariEnv`` under ``env``; TypeError unless the env is an ALE env."""
+    base = env.unwrapped
+    if not hasattr(base, "ale"):
+        raise TypeError(
+            f"{wrapper} needs an ALE env (env.unwrapped with an `.ale` ALEInterface), "
+            f"got {type(base).__name__}"
+        )
+    return base
+
+
+def _infer_game(env: gym.Env, wrapper: str) -> str:
+    # The emulator's own ROM id is authoritative; gym.make overwrites unwrapped.spec with the
+    # outer registration's id (e.g. a factory registered as "attn/DistractorPong-v0").
+    rom = getattr(env.unwrapped, "_ezpickle_kwargs", {}).get("game")
+    if rom is not None:
+        return resolve_game(rom)
+    spec = env.spec or env.unwrapped.spec
+    if spec is None:
+        raise ValueError(f"{wrapper} cannot infer the game of an env without a spec; pass game=")
+    return resolve_game(game_from_env_id(spec.id))
+
+
+class RamFeatureObservation(
+    gym.ObservationWrapper[np.ndarray, Any, Any], gym.utils.RecordConstructorArgs
+):
+    """Replace an ALE observation by the annotated RAM bytes of the game (AtariARI features).
+
+    The bytes are read from the emulator, so the inner ``obs_type`` does not matter;
+    ``obs_type="ram"`` is the cheapest. ``feature_names[i]`` names ``obs[i]``.
+
+    Args:
+        env: An ALE env (``env.unwrapped.ale`` exists).
+        game: Game name (see ``RAM_ANNOTATIONS``); ``None`` infers it from the env.
+        dtype: Observation dtype; must hold every value 0..255.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from attn_envs.atari_ram import RamFeatureObservation
+        >>> env = RamFeatureObservation(gym.make("ALE/Pong-v5", obs_type="ram"))
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape, obs.dtype, env.feature_names[:3]
+        ((8,), dtype('float32'), ['player_y', 'player_x', 'enemy_y'])
+    """
+
+    def __init__(
+        self, env: gym.Env, game: str | None = None, dtype: type | np.dtype = np.float32
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, game=game, dtype=dtype)
+        gym.ObservationWrapper.__init__(self, env)
+        self._ale = _require_ale(env, "RamFeatureObservation").ale
+        self.game = (
+            resolve_game(game) if game is not None else _infer_game(env, type(self).__name__)
+        )
+        self.dtype = np.dtype(dtype)
+        if not np.can_cast(np.uint8, self.dtype):
+            raise ValueError(
+                f"RamFeatureObservation needs a dtype that holds 0..255, got {self.dtype}"
+            )
+        self.feature_names, self._indices = feature_indices(self.game)
+        self._ram = np.empty(RAM_SIZE, dtype=np.uint8)
+        self.observation_space = spaces.Box(0, 255, (len(self._indices),), dtype=self.dtype)
+
+    def observation(self, observation: Any) -> np.ndarray:
+        self._ale.getRAM(self._ram)
+        return self._ram.take(self._indices).astype(self.dtype)
+
+
+DistractorPolicy = str | Callable[[np.ndarray], int]
+
+
+class DistractorFeatureObservation(
+    SeededWrapperMixin, gym.Wrapper[np.ndarray, Any, Any, Any], gym.utils.RecordConstructorArgs
+):
+    """Annotated-RAM features of the played game plus ``n_distractors`` uncontrolled copies.
+
+    Every step, each distractor (a separate emulator of the same game with the played env's
+    settings: frameskip, sticky actions, mode, ...) takes an action from
+    ``distractor_policy``; the agent's action reaches only the played env. A distractor
+    whose episode ends is reset and keeps going; the played env alone ends the episode.
+
+    The per-step features, ``F * (n_distractors + 1)`` of them (played first, then each
+    distractor), are reordered by a permutation drawn at ``reset(seed=s)`` (the same ``s``
+    gives the same permutation; resets without a seed keep it), and the last ``stack`` steps
+    are stacked oldest first, the stack filled with the first frame at reset.
+
+    Feature names travel in attributes, not in ``info`` (lists of strings do not stack in
+    vector envs): ``feature_names[i]`` names column ``i``, e.g. ``"player/ball_x"`` or
+    ``"distractor2/ball_x"``; ``feature_permutation[i]`` is its index in the unshuffled
+    order ``unshuffled_feature_names``. The reset ``info`` carries
+    ``info["feature_permutation"]``. Before the first reset the order is unshuffled.
+
+    Distractors are reseeded from the wrapper's generator at every seeded reset (and the
+    first reset). Other resets reset them without a seed: that continues the emulators'
+    random streams, which stay a deterministic function of the last seed, and avoids
+    reloading the ROM (~0.1 s per emulator).
+
+    Args:
+        env: The played ALE env, or an ALE env id (made with ``obs_type="ram"``).
+        n_distractors: Number of distractor games ``k`` (E7: 0, 1, 3 for L, 2L, 4L).
+        stack: Number of time steps stacked.
+        distractor_policy: ``"random"`` (uniform actions from the wrapper's generator),
+            ``"noop"`` (action 0), or a callable mapping a distractor's own features
+            (``(F,)`` float32, annotation order) to its action.
+        game: Game name; ``None`` infers it from the env.
+
+    Example:
+        >>> from attn_envs.atari_ram import DistractorFeatureObservation
+        >>> env = DistractorFeatureObservation("ALE/Pong-v5", n_distractors=1, stack=4)
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.shape, obs.dtype, len(env.feature_names)
+        ((4, 16), dtype('float32'), 16)
+        >>> sorted(env.feature_names)[:2]
+        ['distractor1/ball_x', 'distractor1/ball_y']
+        >>> obs, *_ = env.step(0)
+        >>> obs.shape
+        (4, 16)
+        >>> env.close()
+    """
+
+    def __init__(
+        self,
+        env: gym.Env | str,
+        n_distractors: int,
+        stack: int = 4,
+        distractor_policy: DistractorPolicy = "random",
+        game: str | None = None,
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            n_distractors=n_distractors,
+            stack=stack,
+            distractor_policy=distractor_policy,
+            game=game,
+        )
+        name = type(self).__name__
+        if (
+            isinstance(n_distractors, bool)
+            or int(n_distractors) != n_distractors
+            or n_distractors < 0
+        ):
+            raise ValueError(f"n_distractors must be a non-negative integer, got {n_distractors!r}")
+        if isinstance(stack, bool) or int(stack) != stack or stack < 1:
+            raise ValueError(f"stack must be a positive integer, got {stack!r}")
+        if not (callable(distractor_policy) or distractor_policy in ("random", "noop")):
+            raise ValueError(
+                "distractor_policy must be 'random', 'noop' or a callable, "
+                f"got {distractor_policy!r}"
+            )
+        if isinstance(env, str):
+            env = gym.make(env, obs_type="ram")
+        gym.Wrapper.__init__(self, env)
+        base = _require_ale(env, name)
+        ale_kwargs = getattr(base, "_ezpickle_kwargs", None)
+        if ale_kwargs is None or "game" not in ale_kwargs:
+            raise TypeError(f"{name} needs an ale_py AtariEnv, got {type(base).__name__}")
+
+        self.game = resolve_game(game) if game is not None else _infer_game(env, name)
+        self.n_distractors, self.stack = int(n_distractors), int(stack)
+        self.distractor_policy = distractor_policy
+        names, indices = feature_indices(self.game)
+        self.n_features = len(names) * (self.n_distractors + 1)
+        self.unshuffled_feature_names = [f"player/{n}" for n in names] + [
+            f"distractor{j}/{n}" for j in range(1, self.n_distractors + 1) for n in names
+        ]
+
+        # Same constructor arguments as the played emulator, minus rendering and sound; RAM
+        # observations are the cheapest to produce.
+        distractor_kwargs = {
+            **ale_kwargs,
+            "obs_type": "ram",
+            "render_mode": None,
+            "sound_obs": False,
+        }
+        self._distractors = [
+            ale_py.AtariEnv(**distractor_kwargs) for _ in range(self.n_distractors)
+        ]
+        self._ales = [base.ale] + [d.ale for d in self._distractors]
+        self._n_actions = int(self._distractors[0].action_space.n) if self._distractors else 0
+
+        # RAM of all emulators, one row each; a feature is one flat index into it.
+        self._ram = np.zeros((self.n_distractors + 1, RAM_SIZE), dtype=np.uint8)
+        self._ram_flat = self._ram.reshape(-1)
+        self._ram_rows = list(self._ram)
+        self._indices = indices
+        self._unshuffled_flat = (
+            np.arange(self.n_distractors + 1)[:, None] * RAM_SIZE + indices[None, :]
+        ).ravel()
+        self._set_permutation(None)
+        # Each frame is written twice, so ring[pos + 1 : pos + 1 + stack] is the stack in order.
+        self._ring = np.zeros((2 * self.stack, self.n_features), dtype=np.float32)
+        self._pos = 0
+        self.observation_space = spaces.Box(0, 255, (self.stack, self.n_features), dtype=np.float32)
+
+    def _set_permutation(self, perm: np.ndarray | None) -> None:
+        self._perm = perm
+        order = np.arange(self.n_features) if perm is None else perm
+        self.feature_permutation = order.copy()
+        self.feature_permutation.flags.writeable = False
+        self.feature_names = [self.unshuffled_feature_names[i] for i in order]
+        self._flat_idx = self._unshuffled_flat[order]
+
+    def _read_frame(self) -> np.ndarray:
+        for ram, ale in zip(self._ram_rows, self._ales, strict=True):
+            ale.getRAM(ram)
+        return self._ram_flat.take(self._flat_idx)
+
+    def _push(self, frame: np.ndarray, fill: bool = False) -> np.ndarray:
+        if fill:
+            self._ring[:] = frame
+            self._pos = 0
+        else:
+            self._pos = (self._pos + 1) % self.stack
+            self._ring[self._pos] = frame
+            self._ring[self._pos + self.stack] = frame
+        return self._ring[self._pos + 1 : self._pos + 1 + self.stack].copy()
+
+    def _distractor_actions(self) -> np.ndarray | list[int]:
+        if self.distractor_policy == "random":
+            return self.rng.integers(self._n_actions, size=self.n_distractors)
+        if self.distractor_policy == "noop":
+            return [0] * self.n_distractors
+        own = self._ram[1:, self._indices].astype(np.float32)
+        return [self.distractor_policy(features) for features in own]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        fresh = self._perm is None
+        self._reseed(seed)
+        _, info = self.env.reset(seed=seed, options=options)
+        if seed is not None or fresh:
+            self._set_permutation(self.rng.permutation(self.n_features))
+            seeds = self.rng.integers(2**31 - 1, size=self.n_distractors)
+            for d, s in zip(self._distractors, seeds, strict=True):
+                d.reset(seed=int(s))
+        else:
+            for d in self._distractors:
+                d.reset()
+        info["feature_permutation"] = self.feature_permutation.copy()
+        return self._push(self._read_frame(), fill=True), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        _, reward, terminated, truncated, info = self.env.step(action)
+        if self._distractors:
+            actions = self._distractor_actions()
+            for d, a in zip(self._distractors, actions, strict=True):
+                _, _, d_term, d_trunc, _ = d.step(a)
+                if d_term or d_trunc:
+                    d.reset()
+        return self._push(self._read_frame()), reward, terminated, truncated, info
+
+    def close(self) -> None:
+        for d in self._distractors:
+            d.close()
+        self._distractors = []
+        super().close()
+
+
+def make_ram_feature_env(game: str = "Pong", **ale_kwargs: Any) -> gym.Env:
+    """``ALE/{game}-v5`` with ``obs_type="ram"`` wrapped in ``RamFeatureObservation``.
+
+    Example:
+        >>> env = make_ram_feature_env("DemonAttack")
+        >>> env.observation_space.shape
+        (10,)
+    """
+    game = resolve_game(game)
+    env = gym.make(f"ALE/{game}-v5", **{"obs_type": "ram", **ale_kwargs})
+    return RamFeatureObservation(env, game=game)
+
+
+def make_distractor_env(
+    game: str = "Pong",
+    n_distractors: int = 3,
+    stack: int = 4,
+    distractor_policy: DistractorPolicy = "random",
+    **ale_kwargs: Any,
+) -> gym.Env:
+    """``ALE/{game}-v5`` (``obs_type="ram"``) wrapped in ``DistractorFeatureObservation``.
+
+    Example:
+        >>> env = make_distractor_env("Pong", n_distractors=0, stack=2)
+        >>> env.observation_space.shape
+        (2, 8)
+    """
+    game = resolve_game(game)
+    env = gym.make(f"ALE/{game}-v5", **{"obs_type": "ram", **ale_kwargs})
+    return DistractorFeatureObservation(
+        env,
+        n_distractors=n_distractors,
+        stack=stack,
+        distractor_policy=distractor_policy,
+        game=game,
+    )
