@@ -8,6 +8,7 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 import pytest
+from _contract import assert_deterministic, assert_env_contract
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,6 @@ from attn_envs.atari_ram import (
     make_ram_feature_env,
     resolve_game,
 )
-from tests._contract import assert_deterministic, assert_env_contract
 
 gym.register_envs(ale_py)
 

@@ -8,6 +8,7 @@ from functools import partial
 import gymnasium as gym
 import numpy as np
 import pytest
+from _contract import assert_env_contract
 from gymnasium.error import ResetNeeded
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from gymnasium.vector import AutoresetMode
@@ -21,7 +22,6 @@ from attn_envs.envs.cartpole_swingup import (
     sample_initial_states,
     swingup_observation,
 )
-from tests._contract import assert_env_contract
 
 REST = np.array([0.0, 0.0, math.pi, 0.0])
 HARDER_SPAN = np.array([2.4, 10.0, math.pi / 2, 10.0])

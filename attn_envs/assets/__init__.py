@@ -1,0 +1,1 @@
+"""Data files shipped with attn_envs (background images for CarRacing)."""

@@ -1,0 +1,1 @@
+"""Procedurally generated CarRacing backgrounds (see ``make_backgrounds.py`` and LICENSE.md)."""
