@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal, SupportsFloat
 
+import cv2
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -19,6 +20,11 @@ from numpy.lib.stride_tricks import sliding_window_view
 from attn_envs._seeding import SeededWrapperMixin
 from attn_envs._spaces import require_box
 from attn_envs.shuffle import token_space
+
+_CV2_DTYPES = frozenset(
+    np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.float32, np.float64)
+)
+_CV2_MAX_CHANNELS = 512
 
 __all__ = ["OcclusionObservation", "PatchObservation", "patchify", "unpatchify"]
 
@@ -155,34 +161,45 @@ class PatchObservation(
 
         # blanked pixels hold blank_value, so the bounds there must admit it
         self.observation_space = spaces.Box(
-            low=self._tokens(self._blank(space.low, lambda x: np.minimum(x, blank_value))),
-            high=self._tokens(self._blank(space.high, lambda x: np.maximum(x, blank_value))),
+            low=self._tokens(
+                self._blank(self._hwc(space.low).copy(), lambda x: np.minimum(x, blank_value))
+            ),
+            high=self._tokens(
+                self._blank(self._hwc(space.high).copy(), lambda x: np.maximum(x, blank_value))
+            ),
             dtype=space.dtype,
         )
 
-    def _blank(self, image: np.ndarray, fill: Callable[[np.ndarray], Any]) -> np.ndarray:
-        """A copy of ``image`` (input layout) with the blanked rows replaced by ``fill(rows)``."""
-        out = np.array(image)  # never write into the inner env's buffer
-        lead = (slice(None),) if self.channels_first else ()
-        for rows in (slice(0, self.blank_top), slice(self._full_h - self.blank_bottom, None)):
-            if rows.start != rows.stop and rows.start < self._full_h:
-                out[(*lead, rows)] = fill(out[(*lead, rows)])
-        return out
-
     def _hwc(self, observation: np.ndarray) -> np.ndarray:
+        """The observation as (H, W, C): a view, or a fresh array for channels-first input."""
         if observation.ndim == 2:
             return observation[..., None]
-        return np.moveaxis(observation, 0, -1) if self.channels_first else observation
+        if not self.channels_first:
+            return observation
+        if observation.dtype in _CV2_DTYPES and 1 < observation.shape[0] <= _CV2_MAX_CHANNELS:
+            # cv2.merge interleaves with SIMD: ~10x faster than numpy's strided transpose copy
+            return cv2.merge(tuple(observation))
+        return np.ascontiguousarray(np.moveaxis(observation, 0, -1))
 
-    def _tokens(self, observation: np.ndarray) -> np.ndarray:
-        image = self._hwc(np.asarray(observation))[: self._h, : self._w]
-        tokens = patchify(image, self.patch_size, self.stride)
+    def _blank(self, image: np.ndarray, fill: Callable[[np.ndarray], Any]) -> np.ndarray:
+        """Replace the blanked rows of an (H, W, C) image by ``fill(rows)``, in place."""
+        for rows in (slice(0, self.blank_top), slice(self._full_h - self.blank_bottom, None)):
+            if rows.start < min(rows.stop or self._full_h, self._full_h):
+                image[rows] = fill(image[rows])
+        return image
+
+    def _tokens(self, image: np.ndarray) -> np.ndarray:
+        tokens = patchify(image[: self._h, : self._w], self.patch_size, self.stride)
         return tokens.reshape(len(tokens), -1) if self.flatten else tokens
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
+        observation = np.asarray(observation)
+        image = self._hwc(observation)
         if self.blank_top or self.blank_bottom:
-            observation = self._blank(observation, lambda _: self.blank_value)
-        return self._tokens(observation)
+            if np.may_share_memory(image, observation):
+                image = image.copy()  # never write into the inner env's buffer
+            self._blank(image, lambda _: self.blank_value)
+        return self._tokens(image)
 
     def unpatchify(self, tokens: np.ndarray) -> np.ndarray:
         """Reassemble non-overlapping tokens into the (cropped) image, in the input layout."""
@@ -277,7 +294,7 @@ class OcclusionObservation(
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
         if self.fill is None:
-            return np.take(observation, self.kept, axis=0)
+            return observation[self.kept]
         out = np.full_like(observation, self.fill)
         out[self.kept] = observation[self.kept]
         return out

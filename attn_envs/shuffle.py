@@ -19,6 +19,8 @@ from attn_envs._spaces import require_box
 
 __all__ = ["DuplicateObservation", "NoiseChannelsObservation", "ShuffleObservation"]
 
+_NOISE_BLOCK = 1024
+
 
 def token_space(space: spaces.Box, n_tokens: int) -> spaces.Box:
     """The Box of ``n_tokens`` tokens drawn in any order from the tokens of ``space``.
@@ -74,7 +76,7 @@ class ShuffleObservation(
         self.reshuffle_every = reshuffle_every
         self.n_tokens = space.shape[0]
         self.observation_space = token_space(space, self.n_tokens)
-        self.permutation = np.arange(self.n_tokens)
+        self.permutation = np.arange(self.n_tokens)  # replaced at reset
         self._t = 0
 
     def reset(
@@ -96,7 +98,7 @@ class ShuffleObservation(
         return self.observation(obs), reward, terminated, truncated, info
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
-        return np.take(observation, self.permutation, axis=0)
+        return observation[self.permutation]
 
 
 class DuplicateObservation(
@@ -131,7 +133,7 @@ class DuplicateObservation(
         )
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
-        return np.tile(observation, self.copies)
+        return np.concatenate((observation,) * self.copies)
 
 
 class NoiseChannelsObservation(
@@ -171,6 +173,8 @@ class NoiseChannelsObservation(
         if not np.isfinite(std) or std < 0:
             raise ValueError(f"std must be a finite non-negative number, got {std!r}")
         self.n, self.std = int(n), float(std)
+        self._noise = np.empty((0, self.n), dtype=space.dtype)
+        self._next = 0
         inf = np.full(self.n, np.inf, dtype=space.dtype)
         self.observation_space = spaces.Box(
             low=np.concatenate([space.low, -inf]),
@@ -181,9 +185,15 @@ class NoiseChannelsObservation(
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
+        if seed is not None:
+            self._noise, self._next = self._noise[:0], 0
         self._reseed(seed)
         return super().reset(seed=seed, options=options)
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
-        noise = self.rng.normal(0.0, self.std, self.n).astype(observation.dtype, copy=False)
-        return np.concatenate([observation, noise])
+        if self._next == len(self._noise):
+            # one generator call per block of steps: per-step calls cost more than the env step
+            block = self.rng.standard_normal((_NOISE_BLOCK, self.n)) * self.std
+            self._noise, self._next = block.astype(self._noise.dtype), 0
+        self._next += 1
+        return np.concatenate((observation, self._noise[self._next - 1]))

@@ -194,3 +194,18 @@ def test_duplicate() -> None:
         duplicated(copies=0)
     with pytest.raises(ValueError, match="1-D Box"):
         DuplicateObservation(gym.make("CarRacing-v3"))
+
+
+def test_noise_stream_replays_after_seeded_reset_across_blocks() -> None:
+    env = NoiseChannelsObservation(_Uniform(spaces.Box(-1, 1, (3,), np.float32)), n=4)
+
+    def noise_after_reset(seed: int | None, steps: int) -> np.ndarray:
+        first = env.reset(seed=seed)[0][3:]
+        return np.stack([first] + [env.step(0)[0][3:] for _ in range(steps)])
+
+    a = noise_after_reset(0, 1500)  # crosses the 1024-step draw block
+    b = noise_after_reset(None, 50)  # unseeded reset continues the stream
+    c = noise_after_reset(0, 1500)
+    np.testing.assert_array_equal(a, c)
+    assert not np.isin(b, a).any(), "an unseeded reset must not replay earlier noise"
+    assert len(np.unique(a.round(6), axis=0)) == len(a)
