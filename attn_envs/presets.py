@@ -75,8 +75,7 @@ def make_puzzle_pong(
     """Puzzle Pong (E5): 84x84 grey, 4 frames, 6x6 patches, score blanked, shuffled.
 
     Sticky actions are off by default (``repeat_action_probability=0``), matching the
-    ``NoFrameskip-v4`` games the article's PPO teacher was trained on. Occlusion is applied
-    before shuffling, so ``mode="episode"`` hides the same *screen positions* all episode.
+    ``NoFrameskip-v4`` games the article's PPO teacher was trained on.
 
     Example:
         >>> import gymnasium as gym
@@ -93,18 +92,17 @@ def make_puzzle_pong(
     ale_kwargs.setdefault("repeat_action_probability", 0.0)
     env: gym.Env = gym.make(f"ALE/{game}-v5", frameskip=1, **ale_kwargs)
     env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=84)
-    env = FrameStackObservation(env, frame_stack)
-    env = PatchObservation(env, patch_size=patch_size, blank_top=blank_top, flatten=flatten)
-    if occlusion:
-        env = OcclusionObservation(env, ratio=occlusion, mode=occlusion_mode)
-    if shuffle:
-        env = ShuffleObservation(env, reshuffle_every=reshuffle_every)
-    return env
+    return _shuffled_patches(
+        env, frame_stack, occlusion, occlusion_mode, shuffle, reshuffle_every,
+        patch_size=patch_size, blank_top=blank_top, flatten=flatten,
+    )  # fmt: skip
 
 
 def make_puzzle_car_racing(
     patch_size: int = 6,
     background: str | None = None,
+    occlusion: float = 0.0,
+    occlusion_mode: Literal["episode", "step"] = "episode",
     reshuffle_every: int | None = None,
     shuffle: bool = True,
     flatten: bool = True,
@@ -130,9 +128,30 @@ def make_puzzle_car_racing(
         from attn_envs.background import BackgroundObservation
 
         env = BackgroundObservation(env, background)
-    env = GrayscaleObservation(env)
+    return _shuffled_patches(
+        GrayscaleObservation(env), frame_stack, occlusion, occlusion_mode, shuffle,
+        reshuffle_every, patch_size=patch_size, blank_bottom=blank_bottom, flatten=flatten,
+    )  # fmt: skip
+
+
+def _shuffled_patches(
+    env: gym.Env,
+    frame_stack: int,
+    occlusion: float,
+    occlusion_mode: Literal["episode", "step"],
+    shuffle: bool,
+    reshuffle_every: int | None,
+    **patch_kwargs: Any,
+) -> gym.Env:
+    """Frame stack -> patch tokens -> occlusion -> shuffle, the screen pipeline of seed 001.
+
+    Occlusion comes before shuffling, so ``mode="episode"`` hides the same *screen positions*
+    all episode.
+    """
     env = FrameStackObservation(env, frame_stack)
-    env = PatchObservation(env, patch_size=patch_size, blank_bottom=blank_bottom, flatten=flatten)
+    env = PatchObservation(env, **patch_kwargs)
+    if occlusion:
+        env = OcclusionObservation(env, ratio=occlusion, mode=occlusion_mode)
     if shuffle:
         env = ShuffleObservation(env, reshuffle_every=reshuffle_every)
     return env

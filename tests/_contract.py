@@ -96,3 +96,25 @@ def assert_env_contract(make_env: EnvFactory, *, n_steps: int = 30, subproc: boo
     assert_gym_and_sb3_check_env(make_env)
     assert_deterministic(make_env, n_steps=n_steps)
     assert_vectorises(make_env, subproc=subproc)
+
+
+class UniformBoxEnv(gym.Env):
+    """Observations drawn uniformly from ``space`` by the env's seeded generator.
+
+    A stand-in for an image or vector env when a property must hold for any layout or bounds.
+    """
+
+    def __init__(self, space: gym.spaces.Box) -> None:
+        self.observation_space = space
+        self.action_space = gym.spaces.Discrete(2)
+
+    def _obs(self) -> np.ndarray:
+        space = self.observation_space
+        return self.np_random.uniform(space.low, space.high).astype(space.dtype)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def step(self, action: int):
+        return self._obs(), 0.0, False, False, {}

@@ -6,7 +6,7 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 import pytest
-from _contract import assert_env_contract, rollout
+from _contract import UniformBoxEnv, assert_env_contract, rollout
 from gymnasium import spaces
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 from hypothesis import given, settings
@@ -34,24 +34,9 @@ def occluded_pong(ratio: float = 0.5, mode: str = "episode", fill=None) -> gym.E
     return OcclusionObservation(pong_patches(), ratio=ratio, mode=mode, fill=fill)
 
 
-class _Image(gym.Env):
-    """Random image env of any layout, for layout/bounds properties."""
-
-    def __init__(self, shape: tuple[int, ...], dtype=np.uint8) -> None:
-        high = 255 if dtype == np.uint8 else 1.0
-        self.observation_space = spaces.Box(0, high, shape, dtype)
-        self.action_space = spaces.Discrete(2)
-
-    def _obs(self) -> np.ndarray:
-        space = self.observation_space
-        return self.np_random.uniform(space.low, space.high).astype(space.dtype)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return self._obs(), {}
-
-    def step(self, action):
-        return self._obs(), 0.0, False, False, {}
+def _image(shape: tuple[int, ...], dtype: type = np.uint8) -> UniformBoxEnv:
+    high = 255 if dtype == np.uint8 else 1.0
+    return UniformBoxEnv(spaces.Box(0, high, shape, dtype))
 
 
 @pytest.mark.parametrize(
@@ -83,9 +68,9 @@ def test_pong_token_layout() -> None:
 
 @pytest.mark.parametrize("shape", [(84, 84), (96, 96, 3), (4, 84, 84), (12, 18, 2)])
 def test_reassembly_is_exact(shape: tuple[int, ...]) -> None:
-    env = PatchObservation(_Image(shape), patch_size=6)
+    env = PatchObservation(_image(shape), patch_size=6)
     obs, _ = env.reset(seed=3)
-    raw, _ = _Image(shape).reset(seed=3)
+    raw, _ = _image(shape).reset(seed=3)
     np.testing.assert_array_equal(env.unpatchify(obs), raw)
 
 
@@ -109,9 +94,9 @@ def test_patchify_roundtrip_property(p: int, nh: int, nw: int, c: int, seed: int
 
 
 def test_overlapping_patches_attention_agent_grid() -> None:
-    env = PatchObservation(_Image((96, 96, 3)), patch_size=7, stride=4, crop=True, flatten=False)
+    env = PatchObservation(_image((96, 96, 3)), patch_size=7, stride=4, crop=True, flatten=False)
     obs, _ = env.reset(seed=0)
-    raw, _ = _Image((96, 96, 3)).reset(seed=0)
+    raw, _ = _image((96, 96, 3)).reset(seed=0)
     assert obs.shape == (529, 7, 7, 3) and env.grid_shape == (23, 23)
     np.testing.assert_array_equal(obs[24], raw[4:11, 4:11])  # row 1, col 1
     with pytest.raises(ValueError, match="cannot be reassembled"):
@@ -131,7 +116,7 @@ def test_blanking_keeps_size_and_zeroes_rows() -> None:
 
 def test_space_contains_blanked_observations() -> None:
     env = PatchObservation(
-        _Image((12, 12), dtype=np.float32), patch_size=3, blank_top=3, blank_value=-1.0
+        _image((12, 12), dtype=np.float32), patch_size=3, blank_top=3, blank_value=-1.0
     )
     assert env.observation_space.low.min() == -1.0
     for seed in range(3):
@@ -140,19 +125,19 @@ def test_space_contains_blanked_observations() -> None:
 
 def test_patch_errors() -> None:
     with pytest.raises(ValueError, match=r"does not split into 5x5 patches.*crop=True"):
-        PatchObservation(_Image((84, 84)), patch_size=5)
-    cropped = PatchObservation(_Image((84, 84)), patch_size=5, crop=True)
+        PatchObservation(_image((84, 84)), patch_size=5)
+    cropped = PatchObservation(_image((84, 84)), patch_size=5, crop=True)
     assert cropped.grid_shape == (16, 16)
     with pytest.raises(TypeError, match="PatchObservation needs a Box"):
         PatchObservation(gym.make("FrozenLake-v1"))
     with pytest.raises(ValueError, match="needs a 2-D or 3-D Box observation, got shape"):
         PatchObservation(gym.make("CartPole-v1"))
     with pytest.raises(ValueError, match="positive integers"):
-        PatchObservation(_Image((84, 84)), patch_size=0)
+        PatchObservation(_image((84, 84)), patch_size=0)
     with pytest.raises(ValueError, match="exceeds the image size"):
-        PatchObservation(_Image((4, 4)), patch_size=6)
+        PatchObservation(_image((4, 4)), patch_size=6)
     with pytest.raises(ValueError, match="blank_top"):
-        PatchObservation(_Image((84, 84)), blank_top=80, blank_bottom=10)
+        PatchObservation(_image((84, 84)), blank_top=80, blank_bottom=10)
 
 
 def test_occlusion_counts_and_order() -> None:

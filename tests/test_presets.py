@@ -50,6 +50,7 @@ def test_register_envs_is_idempotent() -> None:
         ("attn_envs/PuzzlePong-v0", {"occlusion": 0.7}, (59, 144)),
         ("attn_envs/PuzzlePong-v0", {"flatten": False}, (196, 6, 6, 4)),
         ("attn_envs/PuzzleCarRacing-v0", {}, (256, 144)),
+        ("attn_envs/PuzzleCarRacing-v0", {"occlusion": 0.5, "patch_size": 8}, (72, 256)),
         ("attn_envs/ShuffledCartPoleSwingUpHarder-v0", {}, (5,)),
         ("attn_envs/ShuffledCartPoleSwingUpHarder-v0", {"copies": 2}, (10,)),
         ("attn_envs/ShuffledCartPoleSwingUpHarder-v0", {"n_noise": 5}, (10,)),

@@ -6,7 +6,7 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 import pytest
-from _contract import assert_deterministic, assert_env_contract, rollout
+from _contract import UniformBoxEnv, assert_deterministic, assert_env_contract, rollout
 from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -118,31 +118,12 @@ def test_shuffle_leaves_env_randomness_alone() -> None:
         assert r1 == r2
 
 
-class _Uniform(gym.Env):
-    """Samples observations uniformly from a given Box with the env's seeded generator."""
-
-    def __init__(self, space: spaces.Box) -> None:
-        self.observation_space = space
-        self.action_space = spaces.Discrete(2)
-
-    def _obs(self) -> np.ndarray:
-        space = self.observation_space
-        return self.np_random.uniform(space.low, space.high).astype(space.dtype)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return self._obs(), {}
-
-    def step(self, action):
-        return self._obs(), 0.0, False, False, {}
-
-
 @settings(max_examples=30, deadline=None)
 @given(low=st.lists(st.floats(-5, 0), min_size=1, max_size=6), spread=st.floats(0, 5))
 def test_space_bounds_cover_any_permutation(low: list[float], spread: float) -> None:
     lo = np.array(low, dtype=np.float32)
     space = spaces.Box(lo, lo + spread + np.arange(len(lo), dtype=np.float32))
-    env = ShuffleObservation(_Uniform(space), reshuffle_every=1)
+    env = ShuffleObservation(UniformBoxEnv(space), reshuffle_every=1)
     assert env.reset(seed=0)[0] in env.observation_space
     for _ in range(10):
         assert env.step(0)[0] in env.observation_space
@@ -197,7 +178,7 @@ def test_duplicate() -> None:
 
 
 def test_noise_stream_replays_after_seeded_reset_across_blocks() -> None:
-    env = NoiseChannelsObservation(_Uniform(spaces.Box(-1, 1, (3,), np.float32)), n=4)
+    env = NoiseChannelsObservation(UniformBoxEnv(spaces.Box(-1, 1, (3,), np.float32)), n=4)
 
     def noise_after_reset(seed: int | None, steps: int) -> np.ndarray:
         first = env.reset(seed=seed)[0][3:]
