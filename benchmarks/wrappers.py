@@ -137,7 +137,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.5, help="per timed run")
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--only", nargs="*", help="subset of pair names")
+    parser.add_argument("--replot", action="store_true", help="redraw the PNG from the JSON")
     args = parser.parse_args()
+    if args.replot:
+        plot(json.loads((OUT / "wrappers.json").read_text())["pairs"], OUT / "wrappers.png")
+        return
 
     results = {}
     for name, (raw_fn, wrapped_fn, raw_desc) in PAIRS.items():
@@ -209,7 +213,7 @@ def plot(results: dict, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(names) + 1.5))
     ax.barh(names, ratio, xerr=[lo, hi], color="tab:blue")
     ax.axvline(0.9, color="tab:red", ls="--", label="goal: 90% of raw")
-    ax.set_xlabel("wrapped / raw step rate (median and interquartile range of paired runs)")
+    ax.set_xlabel("wrapped / raw step rate (median, IQR of paired runs)")
     ax.invert_yaxis()
     ax.legend(loc="lower right")
     fig.tight_layout()
