@@ -19,6 +19,7 @@ import numpy as np
 from gymnasium import spaces
 
 from attn_envs._seeding import SeededWrapperMixin
+from attn_envs._spaces import require_int
 
 __all__ = [
     "RAM_ANNOTATIONS",
@@ -352,14 +353,8 @@ class DistractorFeatureObservation(
             game=game,
         )
         name = type(self).__name__
-        if (
-            isinstance(n_distractors, bool)
-            or int(n_distractors) != n_distractors
-            or n_distractors < 0
-        ):
-            raise ValueError(f"n_distractors must be a non-negative integer, got {n_distractors!r}")
-        if isinstance(stack, bool) or int(stack) != stack or stack < 1:
-            raise ValueError(f"stack must be a positive integer, got {stack!r}")
+        n_distractors = require_int(n_distractors, "n_distractors", minimum=0)
+        stack = require_int(stack, "stack")
         if not (callable(distractor_policy) or distractor_policy in ("random", "noop")):
             raise ValueError(
                 "distractor_policy must be 'random', 'noop' or a callable, "
@@ -374,7 +369,7 @@ class DistractorFeatureObservation(
             raise TypeError(f"{name} needs an ale_py AtariEnv, got {type(base).__name__}")
 
         self.game = resolve_game(game) if game is not None else _infer_game(env, name)
-        self.n_distractors, self.stack = int(n_distractors), int(stack)
+        self.n_distractors, self.stack = n_distractors, stack
         self.distractor_policy = distractor_policy
         names, indices = feature_indices(self.game)
         self.n_features = len(names) * (self.n_distractors + 1)

@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium import spaces
 from minigrid.core.constants import COLOR_TO_IDX, DIR_TO_VEC, OBJECT_TO_IDX, STATE_TO_IDX
 
-from attn_envs._spaces import require_box
+from attn_envs._spaces import require_box, require_int
 
 __all__ = [
     "DOORKEY_SIZES",
@@ -241,9 +241,8 @@ def make_egocentric_doorkey(
     """
     if size not in DOORKEY_SIZES:
         raise ValueError(f"DoorKey size must be one of {DOORKEY_SIZES}, got {size!r}")
-    if int(max_steps) != max_steps or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
-    env = gym.make(f"MiniGrid-DoorKey-{size}x{size}-v0", max_steps=int(max_steps))
+    max_steps = require_int(max_steps, "max_steps")
+    env = gym.make(f"MiniGrid-DoorKey-{size}x{size}-v0", max_steps=max_steps)
     env = EgocentricGridObservation(env, scale=scale)
     env = ActionSubset(env, actions=actions)
     return StepPenalty(env, penalty=penalty)

@@ -15,7 +15,7 @@ import numpy as np
 from gymnasium import spaces
 
 from attn_envs._seeding import SeededWrapperMixin
-from attn_envs._spaces import require_box
+from attn_envs._spaces import require_box, require_int
 
 __all__ = ["DuplicateObservation", "NoiseChannelsObservation", "ShuffleObservation"]
 
@@ -67,13 +67,9 @@ class ShuffleObservation(
         space = require_box(env.observation_space, "ShuffleObservation")
         if len(space.shape) == 0:
             raise ValueError("ShuffleObservation needs an observation with at least one axis")
-        if reshuffle_every is not None and (
-            int(reshuffle_every) != reshuffle_every or reshuffle_every < 1
-        ):
-            raise ValueError(
-                f"reshuffle_every must be a positive integer or None, got {reshuffle_every!r}"
-            )
-        self.reshuffle_every = reshuffle_every
+        self.reshuffle_every = (
+            None if reshuffle_every is None else require_int(reshuffle_every, "reshuffle_every")
+        )
         self.n_tokens = space.shape[0]
         self.observation_space = token_space(space, self.n_tokens)
         self.permutation = np.arange(self.n_tokens)  # replaced at reset
@@ -123,9 +119,7 @@ class DuplicateObservation(
         gym.utils.RecordConstructorArgs.__init__(self, copies=copies)
         gym.ObservationWrapper.__init__(self, env)
         space = require_box(env.observation_space, "DuplicateObservation", ndim=(1,))
-        if int(copies) != copies or copies < 1:
-            raise ValueError(f"copies must be a positive integer, got {copies!r}")
-        self.copies = int(copies)
+        self.copies = require_int(copies, "copies")
         self.observation_space = spaces.Box(
             low=np.tile(space.low, self.copies),
             high=np.tile(space.high, self.copies),
@@ -168,11 +162,10 @@ class NoiseChannelsObservation(
             raise TypeError(
                 f"NoiseChannelsObservation needs a floating-point Box, got dtype {space.dtype}"
             )
-        if int(n) != n or n < 0:
-            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        n = require_int(n, "n", minimum=0)
         if not np.isfinite(std) or std < 0:
             raise ValueError(f"std must be a finite non-negative number, got {std!r}")
-        self.n, self.std = int(n), float(std)
+        self.n, self.std = n, float(std)
         self._noise = np.empty((0, self.n), dtype=space.dtype)
         self._next = 0
         inf = np.full(self.n, np.inf, dtype=space.dtype)
