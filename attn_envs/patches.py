@@ -146,7 +146,11 @@ class PatchObservation(
         self.patch_size, self.stride = int(patch_size), int(stride)
         self.blank_top, self.blank_bottom, self.blank_value = blank_top, blank_bottom, blank_value
         self.flatten = flatten
-        self._full_h = h
+        # blanked row ranges of the full image, empty ones left out
+        self._blank_rows = [
+            rows for rows in (slice(0, blank_top), slice(h - blank_bottom, h))
+            if rows.start < rows.stop
+        ]  # fmt: skip
         self._h, self._w = h - rem_h, w - rem_w
         self.grid_shape = (
             (self._h - patch_size) // stride + 1,
@@ -183,9 +187,8 @@ class PatchObservation(
 
     def _blank(self, image: np.ndarray, fill: Callable[[np.ndarray], Any]) -> np.ndarray:
         """Replace the blanked rows of an (H, W, C) image by ``fill(rows)``, in place."""
-        for rows in (slice(0, self.blank_top), slice(self._full_h - self.blank_bottom, None)):
-            if rows.start < min(rows.stop or self._full_h, self._full_h):
-                image[rows] = fill(image[rows])
+        for rows in self._blank_rows:
+            image[rows] = fill(image[rows])
         return image
 
     def _tokens(self, image: np.ndarray) -> np.ndarray:
@@ -195,7 +198,7 @@ class PatchObservation(
     def observation(self, observation: np.ndarray) -> np.ndarray:
         observation = np.asarray(observation)
         image = self._hwc(observation)
-        if self.blank_top or self.blank_bottom:
+        if self._blank_rows:
             if np.may_share_memory(image, observation):
                 image = image.copy()  # never write into the inner env's buffer
             self._blank(image, lambda _: self.blank_value)
