@@ -1,1 +1,71 @@
-"""Attention layers and SB3-compatible policies (see issue: extractors)."""
+"""Attention layers, SB3 feature extractors and attention-map tools for attention-based RL.
+
+Public names are imported lazily, so ``import attn_policies`` stays cheap. Extractors and
+policies are also listed by short name in :mod:`attn_policies.extractors`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_MODULES = {
+    "attn_policies.attention": [
+        "AttentionCapture",
+        "MultiHeadSelfAttention",
+        "append_coordinates",
+        "capture_attention",
+        "sinusoidal_table",
+    ],
+    "attn_policies.relational": [
+        "CNNMNIST",
+        "RelationalDQNPolicy",
+        "RelationalDoorKey",
+        "RelationalExtractor",
+        "RelationalMNIST",
+        "RelationalModule",
+    ],
+    "attn_policies.neuron": [
+        "AttentionNeuron",
+        "AttentionNeuronExtractor",
+        "AttentionNeuronPolicy",
+        "AttentionNeuronVectorExtractor",
+        "FNNPolicy",
+        "VisionAttentionNeuron",
+    ],
+    "attn_policies.patch_voting": ["AttentionAgent", "AttentionNeuronVotingAgent", "PatchVoting"],
+    "attn_policies.awrl": [
+        "AWRLExtractor",
+        "DAWRLPolicy",
+        "FeatureCNNExtractor",
+        "FeatureFCExtractor",
+    ],
+    "attn_policies.nonlocal_cnn": ["NonLocalBlock", "NonLocalNatureCNN"],
+    "attn_policies.maps": [
+        "attention_maps",
+        "doorkey_attention_figure",
+        "feature_attention_figure",
+        "plot_feature_attention",
+        "plot_grid_attention",
+        "plot_saliency",
+        "plot_top_patches",
+        "saliency_figure",
+        "top_patches_figure",
+    ],
+    "attn_policies.extractors": ["EXTRACTORS", "POLICIES", "get_extractor", "get_policy"],
+}
+_PUBLIC = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'attn_policies' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -76,7 +76,9 @@ def assert_sb3_roundtrip(
     """Learn ``n_timesteps`` with ``algo``, save, load; loaded and trained predict alike."""
     env = make_env()
     if policy is None:
-        policy = "MultiInputPolicy" if isinstance(env.observation_space, spaces.Dict) else "MlpPolicy"
+        policy = (
+            "MultiInputPolicy" if isinstance(env.observation_space, spaces.Dict) else "MlpPolicy"
+        )
     kwargs = {
         "features_extractor_class": extractor_class,
         "features_extractor_kwargs": extractor_kwargs,
