@@ -1,0 +1,650 @@
+"""d-AWRL and g-AWRL on AtariARI feature observations, with the thesis baselines (seed 002, E7).
+
+Bramlage (2020), "Generalized Attention-Weighted Reinforcement Learning", turns the AWRL value
+model ``V(S) = Σ_f φ(f) v(f, S)`` into self-attention over feature tokens (thesis §4.3,
+§5.3, supplementary D):
+
+* **Tokens.** An observation of :class:`attn_envs.DistractorFeatureObservation` is a
+  ``(stack, L)`` Box: ``L`` features (played game + distractor games, shuffled once per run),
+  ``stack = 4`` time steps. Each feature is one token whose value is its ``stack`` stacked
+  values, so an attention map is ``L x L``. (The thesis figures also show maps over
+  ``4L`` per-time-step tokens; the one-token-per-feature layout is the one table 7.2's
+  counts fit, see below.)
+* **Extractor** (:class:`AWRLExtractor`). Per-token linear up-scaling ``Linear(stack → d)``,
+  ``d = 128``; the feature's sine-cosine code (:func:`~attn_policies.attention.sinusoidal_table`
+  of its position) is *added* (thesis eq. 4.6 appends it; adding keeps the count at table 7.2's
+  and makes the three Q/K modes below the same size); then two attention modules, each, in the
+  thesis's order, multi-head self-attention (4 heads, ``d_k = d_v = 32``), a per-token linear
+  up-scaling ``Linear(4·32 → d)`` and batch-norm over the ``d`` channels, followed by ReLU
+  (the thesis names no activation; SB3 puts one after every layer).
+* **g-AWRL** (``variant="g"``): full softmax attention; the flattened tokens go through a
+  final fully connected layer (``fc_dim``, default 256, + ReLU; the thesis gives no width)
+  that feeds policy and value.
+* **d-AWRL** (``variant="d"``): attention masked to the diagonal, so no token ever reads
+  another (eq. 4.9: ``V = Σ_i ⟨q_i, k_i⟩ W^i e(S_i)``). A plain softmax over a diagonal-only
+  mask would make every weight 1, and the thesis says "one must not apply a softmax ... but
+  instead use the ... inner product of query and key representations. Alternatively, the
+  softmax may be applied across the diagonal". ``diagonal="dot"`` (default) uses the scaled
+  inner product ``φ_i = q_i·k_i / √d_k`` unnormalised; ``diagonal="softmax"`` normalises the
+  ``L`` diagonal scores of each head with a softmax across features (which couples the
+  *gains* of the tokens, though each token's representation still only scales its own
+  embedding). No final FC: the extractor returns the flattened per-token representations.
+* **Q/K modes** (thesis §5.6, ``attend_on``): ``"both"`` adds the positional code to the
+  tokens before the first module, so Q, K and V see content and position; ``"content"``
+  uses no positional code anywhere in the attention stack (the stack is permutation
+  equivariant; feature identity enters only through the order of the flattened output);
+  ``"address"`` computes Q and K in every module from the positional code alone (maps do
+  not depend on the observation) while V carries the content.
+
+**d-AWRL in SB3** (:class:`DAWRLPolicy`). SB3's value head is one ``Linear`` on the latent.
+:class:`DAWRLPolicy` is an ``ActorCriticPolicy`` that builds ``AWRLExtractor(variant="d")``,
+forces ``net_arch=[]`` (an identity ``mlp_extractor``: a hidden MLP would mix features) and
+replaces ``value_net`` and ``action_net`` by :class:`FeatureSumHead`\\ s, which compute
+``V(s) = Σ_i v_i(token_i) + b`` and ``logits(s) = Σ_i W_π^i token_i + b_π`` from the
+per-feature representations (thesis §5.4: "the same will effectively be true for the
+pre-softmax logits"). With ``share_feature_heads=False`` (default, thesis eq. 4.7) each
+feature has its own weights ``W^i``; that is exactly a ``Linear(L·d → 1)`` on the flattened
+tokens, and gives table 7.2's head sizes (Pong: 6,150 and 1,025). With
+``share_feature_heads=True`` one ``Linear(d → 1)`` (and ``Linear(d → n_actions)``) is shared by
+all features. :meth:`DAWRLPolicy.feature_values` returns the per-feature terms ``v_i``.
+Batch-norm statistics in training mode are taken over the batch and all tokens (as in the
+thesis); in eval mode every step of d-AWRL is per token.
+
+**Baselines.** :class:`FeatureFCExtractor` (shared per-feature embedding, then two fully
+connected layers) and :class:`FeatureCNNExtractor` (parallel 1-D convolutions with kernels
+3/5/7 along the feature axis, channels = time steps; ``deep=True`` is the a-CNN, with enough
+layers, at most 20, for the receptive field ``1 + n·6`` to cover all ``L`` features).
+
+**Parameter counts** (table 7.2; Pong, 6 actions). Attention: inference 131,712, policy
+6,150, value 1,025. ``AWRLExtractor(variant="d")`` has exactly 131,712 = 640 (``Linear(4 →
+128)``) + 2 · 4 · 128² (Q, K, V and up-scaling, no biases) for every ``L`` and ``attend_on``,
+and :class:`DAWRLPolicy`'s heads on Pong (``L = 8``, latent ``8·128 = 1024``) have 6,150 and
+1,025: the row matches the ``d``-variant stack with bias-free projections and a batch-norm
+without affine weights (``batch_norm_affine=True`` adds 512). g-AWRL adds its final FC on top.
+The baselines' widths are not in the thesis and their rows (CNN 125,184; FC 146,080 with a
+32-unit last layer) fit no layout we could derive uniquely; the defaults come close on Pong
+``L = 8``: the base CNN's two layers (52 filters per kernel) have 125,112, the FC baseline
+(embedding 32, layers 512 and 32) 148,160.
+
+Observations are raw RAM bytes (0..255); the thesis normalises observations, so wrap the env
+in ``VecNormalize`` for training.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from gymnasium import spaces
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.preprocessing import preprocess_obs
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
+from torch import Tensor, nn
+
+from attn_policies.attention import MultiHeadSelfAttention, sinusoidal_table
+
+__all__ = [
+    "AWRLBlock",
+    "AWRLExtractor",
+    "AWRLSelfAttention",
+    "DAWRLPolicy",
+    "FeatureCNNExtractor",
+    "FeatureFCExtractor",
+    "FeatureSumHead",
+    "ParallelConv1d",
+    "feature_shape",
+    "layers_to_span",
+]
+
+Variant = Literal["g", "d"]
+AttendOn = Literal["both", "content", "address"]
+Diagonal = Literal["dot", "softmax"]
+
+
+def feature_shape(space: spaces.Space, name: str) -> tuple[int, int]:
+    """``(stack, n_features)`` of a feature-observation Box, or a clear error."""
+    if not isinstance(space, spaces.Box):
+        raise TypeError(
+            f"{name} needs a Box observation space of shape (stack, n_features), as made by "
+            f"attn_envs.DistractorFeatureObservation; got {space!r}"
+        )
+    if len(space.shape) != 2 or min(space.shape) < 1:
+        raise ValueError(
+            f"{name} needs observations of shape (stack, n_features), got shape {space.shape}"
+        )
+    return int(space.shape[0]), int(space.shape[1])
+
+
+def _dry_run(module: nn.Module, fn: Callable[[Tensor], Tensor], space: spaces.Space) -> Tensor:
+    """``fn`` on one zero observation, in eval mode (batch-norm buffers stay untouched)."""
+    was_training = module.training
+    module.train(False)
+    with torch.no_grad():
+        out = fn(torch.zeros((1, *space.shape), dtype=torch.float32))
+    module.train(was_training)
+    return out
+
+
+class AWRLSelfAttention(MultiHeadSelfAttention):
+    """Multi-head dot-product self-attention, full (g-AWRL) or diagonal (d-AWRL).
+
+    Reuses :class:`~attn_policies.attention.MultiHeadSelfAttention`'s fused Q/K/V projection.
+    ``qk_input`` (optional) replaces ``x`` as the source of queries and keys, values still
+    come from ``x``; a ``(1, N, F)`` ``qk_input`` (a positional code) is shared by the batch.
+
+    ``diagonal=None``: softmax attention (fast path ``scaled_dot_product_attention``).
+    ``diagonal="dot"``: token ``i`` outputs ``φ_i v_i`` with ``φ_i = q_i·k_i / √d_k``.
+    ``diagonal="softmax"``: ``φ = softmax_i(q_i·k_i / √d_k)`` across the ``N`` tokens of a
+    head. The diagonal fast path never forms the ``N x N`` map; when capturing, the map is
+    built as the masked score matrix and recorded as ``(B, heads, N, N)``, zero off the
+    diagonal.
+
+    Example:
+        >>> from attn_policies.attention import capture_attention
+        >>> _ = torch.manual_seed(0)
+        >>> attn = AWRLSelfAttention(16, n_heads=4, head_dim=8, diagonal="softmax")
+        >>> with capture_attention(attn) as maps:
+        ...     out = attn(torch.randn(2, 5, 16))
+        >>> out.shape, maps["self"].shape
+        (torch.Size([2, 5, 32]), torch.Size([2, 4, 5, 5]))
+        >>> maps["self"].sum(dim=(-2, -1))[0]  # each head's diagonal sums to one
+        tensor([1.0000, 1.0000, 1.0000, 1.0000])
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        n_heads: int = 4,
+        head_dim: int = 32,
+        diagonal: Diagonal | None = None,
+        bias: bool = False,
+    ) -> None:
+        if diagonal not in (None, "dot", "softmax"):
+            raise ValueError(f"diagonal must be None, 'dot' or 'softmax', got {diagonal!r}")
+        super().__init__(in_features, n_heads=n_heads, head_dim=head_dim, bias=bias)
+        self.diagonal = diagonal
+
+    def project_split(self, x: Tensor, qk_input: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Q, K from ``qk_input`` and V from ``x``, each ``(B, heads, N, head_dim)``."""
+        hd = self.out_features
+        weight, bias = self.qkv.weight, self.qkv.bias
+        qk = F.linear(qk_input, weight[: 2 * hd], None if bias is None else bias[: 2 * hd])
+        v = F.linear(x, weight[2 * hd :], None if bias is None else bias[2 * hd :])
+        q, k = rearrange(qk, "b n (two h d) -> two b h n d", two=2, h=self.n_heads).unbind(0)
+        v = rearrange(v, "b n (h d) -> b h n d", h=self.n_heads)
+        shape = (x.shape[0], -1, -1, -1)
+        return q.expand(shape), k.expand(shape), v
+
+    def _normalise_diagonal(self, scores: Tensor) -> Tensor:
+        return scores.softmax(dim=-1) if self.diagonal == "softmax" else scores
+
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, qk_input: Tensor | None = None
+    ) -> Tensor:
+        q, k, v = self.project(x) if qk_input is None else self.project_split(x, qk_input)
+        if self.diagonal is None:
+            if not self.capturing:
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            else:
+                weights = self.weights(q, k, mask)
+                self.record(weights)
+                out = weights @ v
+        else:
+            if mask is not None:
+                raise ValueError("diagonal attention is its own mask; pass mask=None")
+            scale = 1.0 / math.sqrt(self.head_dim)
+            if not self.capturing:
+                phi = self._normalise_diagonal((q * k).sum(-1) * scale)  # (B, heads, N)
+                out = phi.unsqueeze(-1) * v
+            else:
+                scores = q @ k.transpose(-2, -1) * scale
+                eye = torch.eye(scores.shape[-1], dtype=torch.bool, device=scores.device)
+                if self.diagonal == "softmax":  # one softmax over the diagonal entries
+                    masked = scores.masked_fill(~eye, float("-inf"))
+                    weights = masked.flatten(-2).softmax(-1).view_as(scores)
+                else:
+                    weights = scores.masked_fill(~eye, 0.0)
+                self.record(weights)
+                out = weights @ v
+        return rearrange(out, "b h n d -> b n (h d)")
+
+
+class AWRLBlock(nn.Module):
+    """One attention module of thesis §5.3: attention, per-token up-scaling, batch-norm.
+
+    ``x: (B, N, d) -> (B, N, d)``. Projections have no bias and the batch-norm (over the
+    ``d`` channels, statistics over batch and tokens) no affine weights by default, which is
+    what table 7.2's count implies.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> block = AWRLBlock(128)
+        >>> block(torch.randn(3, 8, 128)).shape
+        torch.Size([3, 8, 128])
+        >>> sum(p.numel() for p in block.parameters())  # 4 x 128 x 128
+        65536
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        n_heads: int = 4,
+        head_dim: int = 32,
+        diagonal: Diagonal | None = None,
+        activation_fn: type[nn.Module] = nn.ReLU,
+        batch_norm_affine: bool = False,
+    ) -> None:
+        super().__init__()
+        self.attention = AWRLSelfAttention(embed_dim, n_heads, head_dim, diagonal=diagonal)
+        self.up = nn.Linear(n_heads * head_dim, embed_dim, bias=False)
+        self.norm = nn.BatchNorm1d(embed_dim, affine=batch_norm_affine)
+        self.act = activation_fn()
+
+    def forward(self, x: Tensor, qk_input: Tensor | None = None) -> Tensor:
+        y = self.up(self.attention(x, qk_input=qk_input))
+        y = rearrange(self.norm(rearrange(y, "b n d -> b d n")), "b d n -> b n d")
+        return self.act(y)
+
+
+class AWRLExtractor(BaseFeaturesExtractor):
+    """g-AWRL / d-AWRL feature extractor for ``(stack, L)`` feature observations.
+
+    See the module docstring for the architecture and the reading of the thesis.
+
+    Args:
+        observation_space: Box of shape ``(stack, L)``.
+        variant: ``"g"`` (full attention + final FC) or ``"d"`` (diagonal attention, no FC).
+        attend_on: where queries and keys come from: ``"both"`` (content + position),
+            ``"content"`` (no positional code) or ``"address"`` (positional code only).
+        embed_dim: token width ``d`` (up-scaling output).
+        n_heads: attention heads per module.
+        head_dim: ``d_k = d_v`` per head.
+        n_blocks: attention modules.
+        diagonal: d-AWRL normalisation, ``"dot"`` (default) or ``"softmax"``; g-AWRL takes
+            none.
+        fc_dim: width of g-AWRL's final FC (``"auto"``: 256; ``None``: no FC, the flattened
+            tokens). d-AWRL has no final FC (``"auto"`` or ``None``).
+        activation_fn: activation after each module and the FC.
+        batch_norm_affine: learnable batch-norm scale and shift (off for table 7.2's count).
+
+    Shapes:
+        ``forward: (B, stack, L) -> (B, features_dim)``; :meth:`tokens` gives the per-token
+        representations ``(B, L, embed_dim)``. Without FC, ``features_dim = L · embed_dim``
+        laid out token by token.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> space = spaces.Box(0, 255, (4, 8))
+        >>> ext = AWRLExtractor(space, variant="d")
+        >>> ext(torch.rand(2, 4, 8) * 255).shape
+        torch.Size([2, 1024])
+        >>> sum(p.numel() for p in ext.parameters())  # thesis table 7.2
+        131712
+        >>> AWRLExtractor(space, variant="g", attend_on="address").features_dim
+        256
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Box,
+        variant: Variant = "g",
+        attend_on: AttendOn = "both",
+        embed_dim: int = 128,
+        n_heads: int = 4,
+        head_dim: int = 32,
+        n_blocks: int = 2,
+        diagonal: Diagonal | None = None,
+        fc_dim: int | Literal["auto"] | None = "auto",
+        activation_fn: type[nn.Module] = nn.ReLU,
+        batch_norm_affine: bool = False,
+    ) -> None:
+        stack, n_tokens = feature_shape(observation_space, type(self).__name__)
+        if variant not in ("g", "d"):
+            raise ValueError(f"variant must be 'g' or 'd', got {variant!r}")
+        if attend_on not in ("both", "content", "address"):
+            raise ValueError(f"attend_on must be 'both', 'content' or 'address', got {attend_on!r}")
+        if variant == "g" and diagonal is not None:
+            raise ValueError(f"diagonal={diagonal!r} is for variant='d' only")
+        if variant == "d" and fc_dim not in ("auto", None):
+            raise ValueError(f"d-AWRL has no final FC layer; got fc_dim={fc_dim!r}")
+        if fc_dim == "auto":
+            fc_dim = 256 if variant == "g" else None
+        if fc_dim is not None and (not isinstance(fc_dim, int) or fc_dim < 1):
+            raise ValueError(f"fc_dim must be a positive int, 'auto' or None, got {fc_dim!r}")
+        super().__init__(observation_space, features_dim=1)
+        self.variant, self.attend_on = variant, attend_on
+        self.n_tokens, self.token_dim = n_tokens, embed_dim
+        self.embed = nn.Linear(stack, embed_dim)
+        self.register_buffer("position", sinusoidal_table(n_tokens, embed_dim)[None], False)
+        diag: Diagonal | None = (diagonal or "dot") if variant == "d" else None
+        self.blocks = nn.ModuleList(
+            AWRLBlock(embed_dim, n_heads, head_dim, diag, activation_fn, batch_norm_affine)
+            for _ in range(n_blocks)
+        )
+        n_flat = _dry_run(self, self.tokens, observation_space).flatten(1).shape[1]
+        self.fc: nn.Module = (
+            nn.Sequential(nn.Linear(n_flat, fc_dim), activation_fn())
+            if fc_dim is not None
+            else nn.Identity()
+        )
+        self._features_dim = fc_dim if fc_dim is not None else n_flat
+
+    def tokens(self, observations: Tensor) -> Tensor:
+        """Per-token representations after the attention modules, ``(B, L, embed_dim)``."""
+        h = self.embed(rearrange(observations, "b t n -> b n t"))
+        position: Tensor = self.position  # type: ignore[assignment]
+        if self.attend_on == "both":
+            h = h + position
+        qk_input = position if self.attend_on == "address" else None
+        for block in self.blocks:
+            h = block(h, qk_input=qk_input)
+        return h
+
+    def forward(self, observations: Tensor) -> Tensor:
+        return self.fc(self.tokens(observations).flatten(1))
+
+
+class FeatureFCExtractor(BaseFeaturesExtractor):
+    """The thesis's FC baseline: a shared per-feature embedding, then fully connected layers.
+
+    Each feature's ``stack`` values go through the same ``Linear(stack → embed_dim)`` + ReLU
+    (the thesis's "feature-wise embedding"), the ``L`` embeddings are flattened and passed
+    through ``net_arch`` (Linear + ReLU each; default 512 then 32, the 32-unit latent of table
+    7.2's FC row).
+
+    Args:
+        observation_space: Box of shape ``(stack, L)``.
+        embed_dim: width of the shared per-feature embedding.
+        net_arch: widths of the fully connected layers after the embedding.
+        activation_fn: activation after every layer.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> ext = FeatureFCExtractor(spaces.Box(0, 255, (4, 8)))
+        >>> ext(torch.rand(2, 4, 8)).shape
+        torch.Size([2, 32])
+        >>> sum(p.numel() for p in ext.parameters())  # table 7.2: 146,080
+        148160
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Box,
+        embed_dim: int = 32,
+        net_arch: Sequence[int] = (512, 32),
+        activation_fn: type[nn.Module] = nn.ReLU,
+    ) -> None:
+        stack, _ = feature_shape(observation_space, type(self).__name__)
+        super().__init__(observation_space, features_dim=1)
+        self.embed = nn.Sequential(nn.Linear(stack, embed_dim), activation_fn())
+        n_flat = _dry_run(self, self._embed_flat, observation_space).shape[1]
+        layers: list[nn.Module] = []
+        for width in net_arch:
+            layers += [nn.Linear(n_flat, width), activation_fn()]
+            n_flat = width
+        self.mlp = nn.Sequential(*layers)
+        self._features_dim = n_flat
+
+    def _embed_flat(self, observations: Tensor) -> Tensor:
+        return self.embed(rearrange(observations, "b t n -> b n t")).flatten(1)
+
+    def forward(self, observations: Tensor) -> Tensor:
+        return self.mlp(self._embed_flat(observations))
+
+
+class ParallelConv1d(nn.Module):
+    """Parallel ``Conv1d`` branches with odd kernels and "same" padding, concatenated.
+
+    ``(B, C_in, L) -> (B, len(kernel_sizes) · channels, L)``.
+
+    Example:
+        >>> ParallelConv1d(4, 8)(torch.zeros(2, 4, 10)).shape
+        torch.Size([2, 24, 10])
+    """
+
+    def __init__(
+        self, in_channels: int, channels: int, kernel_sizes: Sequence[int] = (3, 5, 7)
+    ) -> None:
+        super().__init__()
+        if not kernel_sizes or any(k < 1 or k % 2 == 0 for k in kernel_sizes):
+            raise ValueError(f"kernel_sizes must be odd and positive, got {tuple(kernel_sizes)}")
+        self.convs = nn.ModuleList(
+            nn.Conv1d(in_channels, channels, k, padding=k // 2) for k in kernel_sizes
+        )
+        self.out_channels = channels * len(kernel_sizes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.cat([conv(x) for conv in self.convs], dim=1)
+
+
+def layers_to_span(n_features: int, kernel_size: int = 7, max_layers: int = 20) -> int:
+    """Fewest stacked stride-1 layers whose receptive field ``1 + n (k - 1)`` covers
+    ``n_features``, capped at ``max_layers``.
+
+    Example:
+        >>> [layers_to_span(n) for n in (8, 16, 32, 41, 82, 164)]
+        [2, 3, 6, 7, 14, 20]
+    """
+    return min(max_layers, max(1, math.ceil((n_features - 1) / (kernel_size - 1))))
+
+
+class FeatureCNNExtractor(BaseFeaturesExtractor):
+    """The thesis's CNN baselines: parallel 1-D convolutions (kernels 3/5/7) over the features.
+
+    The ``stack`` time steps are the input channels and the ``L`` features the length axis.
+    Every layer is a :class:`ParallelConv1d` (``channels`` filters per kernel) + ReLU. The base
+    CNN (``deep=False``) has two layers; the a-CNN (``deep=True``) has
+    ``max(2, layers_to_span(L))`` layers, so that one output position sees all ``L`` features
+    (receptive field ``1 + 6 n``), at most ``max_layers = 20`` (thesis: "up to 20"; for
+    ``L > 121``, e.g. Asteroids 4L = 164, the cap leaves the field at 121). ``n_layers``
+    overrides both. The flattened maps go through a final FC (``fc_dim``, + ReLU; ``None``
+    skips it), as for g-AWRL.
+
+    Args:
+        observation_space: Box of shape ``(stack, L)``.
+        deep: a-CNN (enough layers to span ``L``) instead of the two-layer base CNN.
+        channels: filters per kernel size in every layer.
+        kernel_sizes: odd kernel sizes of the parallel branches.
+        n_layers: explicit number of layers (overrides ``deep``).
+        max_layers: cap on the a-CNN's depth.
+        fc_dim: width of the final FC, ``None`` for the flattened maps.
+        activation_fn: activation after every layer.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> space = spaces.Box(0, 255, (4, 41))
+        >>> deep = FeatureCNNExtractor(space, deep=True, channels=8)
+        >>> deep.n_layers, deep.receptive_field, deep(torch.rand(2, 4, 41)).shape
+        (7, 43, torch.Size([2, 256]))
+        >>> base = FeatureCNNExtractor(spaces.Box(0, 255, (4, 8)), fc_dim=None)
+        >>> sum(p.numel() for p in base.parameters())  # table 7.2: 125,184
+        125112
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Box,
+        deep: bool = False,
+        channels: int = 52,
+        kernel_sizes: Sequence[int] = (3, 5, 7),
+        n_layers: int | None = None,
+        max_layers: int = 20,
+        fc_dim: int | None = 256,
+        activation_fn: type[nn.Module] = nn.ReLU,
+    ) -> None:
+        stack, n_features = feature_shape(observation_space, type(self).__name__)
+        if n_layers is None:
+            n_layers = (
+                max(2, layers_to_span(n_features, max(kernel_sizes), max_layers)) if deep else 2
+            )
+        if n_layers < 1:
+            raise ValueError(f"n_layers must be >= 1, got {n_layers}")
+        super().__init__(observation_space, features_dim=1)
+        self.n_layers, self.kernel_sizes = n_layers, tuple(kernel_sizes)
+        layers: list[nn.Module] = []
+        in_channels = stack
+        for _ in range(n_layers):
+            conv = ParallelConv1d(in_channels, channels, kernel_sizes)
+            layers += [conv, activation_fn()]
+            in_channels = conv.out_channels
+        self.convs = nn.Sequential(*layers)
+        n_flat = _dry_run(self, self.convs, observation_space).flatten(1).shape[1]
+        self.fc: nn.Module = (
+            nn.Sequential(nn.Linear(n_flat, fc_dim), activation_fn())
+            if fc_dim is not None
+            else nn.Identity()
+        )
+        self._features_dim = fc_dim if fc_dim is not None else n_flat
+
+    @property
+    def receptive_field(self) -> int:
+        return 1 + self.n_layers * (max(self.kernel_sizes) - 1)
+
+    def forward(self, observations: Tensor) -> Tensor:
+        return self.fc(self.convs(observations).flatten(1))
+
+
+class FeatureSumHead(nn.Module):
+    """A linear readout that is a sum of per-feature terms: ``y = Σ_i W^i x_i + b``.
+
+    The input is the flattened ``(n_tokens, token_dim)`` token matrix. ``shared=False`` gives
+    every feature its own ``W^i`` (thesis eq. 4.7; identical to ``Linear(n_tokens · token_dim
+    → out)``), ``shared=True`` one ``W`` for all features. :meth:`contributions` returns the
+    terms ``W^i x_i``, ``(B, n_tokens, out_features)``, without the bias.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> head = FeatureSumHead(8, 128, 1)
+        >>> x = torch.randn(2, 8 * 128)
+        >>> torch.allclose(head(x), head.contributions(x).sum(1) + head.linear.bias, atol=1e-5)
+        True
+    """
+
+    def __init__(
+        self, n_tokens: int, token_dim: int, out_features: int, shared: bool = False
+    ) -> None:
+        super().__init__()
+        self.n_tokens, self.token_dim, self.shared = n_tokens, token_dim, shared
+        self.linear = nn.Linear(token_dim if shared else n_tokens * token_dim, out_features)
+
+    def contributions(self, latent: Tensor) -> Tensor:
+        x = rearrange(latent, "b (n d) -> b n d", n=self.n_tokens)
+        if self.shared:
+            return F.linear(x, self.linear.weight)
+        weight = rearrange(self.linear.weight, "o (n d) -> n d o", n=self.n_tokens)
+        return torch.einsum("bnd,ndo->bno", x, weight)
+
+    def forward(self, latent: Tensor) -> Tensor:
+        if self.shared:
+            return self.contributions(latent).sum(1) + self.linear.bias
+        return self.linear(latent)
+
+
+class DAWRLPolicy(ActorCriticPolicy):
+    """Actor-critic policy for d-AWRL: value and logits are sums of per-feature terms.
+
+    Builds ``AWRLExtractor(variant="d")`` (its other kwargs via ``features_extractor_kwargs``),
+    an identity ``mlp_extractor`` (``net_arch=[]``; anything else is refused) and
+    :class:`FeatureSumHead` value and action heads, so ``V(s) = Σ_i v_i(s) + b`` where ``v_i``
+    reads only token ``i``. ``share_feature_heads`` selects per-feature (thesis, default) or
+    shared head weights. Works with PPO and A2C and any action space whose SB3 action net is
+    a ``Linear`` (Discrete, Box, MultiDiscrete, MultiBinary).
+
+    Args:
+        observation_space, action_space, lr_schedule: as for ``ActorCriticPolicy``.
+        net_arch: must be ``None`` or empty.
+        share_feature_heads: one head shared by all features instead of one per feature.
+        features_extractor_class: :class:`AWRLExtractor` or a subclass.
+        features_extractor_kwargs: extractor kwargs; ``variant`` defaults to ``"d"``.
+        **kwargs: the other ``ActorCriticPolicy`` arguments.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> space = spaces.Box(0, 255, (4, 8))
+        >>> policy = DAWRLPolicy(space, spaces.Discrete(6), lambda _: 2.5e-4)
+        >>> [sum(p.numel() for p in m.parameters())
+        ...  for m in (policy.features_extractor, policy.action_net, policy.value_net)]
+        [131712, 6150, 1025]
+        >>> policy.feature_values(torch.rand(3, 4, 8) * 255).shape
+        torch.Size([3, 8])
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        lr_schedule: Schedule,
+        net_arch: list[int] | dict[str, list[int]] | None = None,
+        *,
+        share_feature_heads: bool = False,
+        features_extractor_class: type[BaseFeaturesExtractor] = AWRLExtractor,
+        features_extractor_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if net_arch not in (None, [], {}) and net_arch != {"pi": [], "vf": []}:
+            raise ValueError(
+                f"DAWRLPolicy needs net_arch=[] (a hidden MLP would mix features), got {net_arch!r}"
+            )
+        if not (
+            isinstance(features_extractor_class, type)
+            and issubclass(features_extractor_class, AWRLExtractor)
+        ):
+            raise TypeError(
+                "DAWRLPolicy needs AWRLExtractor(variant='d') as features extractor, got "
+                f"{features_extractor_class!r}"
+            )
+        self.share_feature_heads = share_feature_heads
+        super().__init__(
+            observation_space,
+            action_space,
+            lr_schedule,
+            net_arch=[],
+            features_extractor_class=features_extractor_class,
+            features_extractor_kwargs={"variant": "d", **(features_extractor_kwargs or {})},
+            **kwargs,
+        )
+
+    def _build(self, lr_schedule: Schedule) -> None:
+        for ext in (self.pi_features_extractor, self.vf_features_extractor):
+            if not isinstance(ext, AWRLExtractor) or ext.variant != "d":
+                raise TypeError(
+                    "DAWRLPolicy needs AWRLExtractor(variant='d') as features extractor, got "
+                    f"{type(ext).__name__}(variant={getattr(ext, 'variant', None)!r})"
+                )
+        super()._build(lr_schedule)
+        if not isinstance(self.action_net, nn.Linear):
+            raise TypeError(f"unsupported action net {type(self.action_net).__name__}")
+        n, d = self.pi_features_extractor.n_tokens, self.pi_features_extractor.token_dim
+        shared = self.share_feature_heads
+        self.action_net = FeatureSumHead(n, d, self.action_net.out_features, shared)
+        self.value_net = FeatureSumHead(n, d, 1, shared)
+        if self.ortho_init:
+            self.action_net.apply(partial(self.init_weights, gain=0.01))
+            self.value_net.apply(partial(self.init_weights, gain=1))
+        self.optimizer = self.optimizer_class(
+            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+        )
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data["share_feature_heads"] = self.share_feature_heads
+        return data
+
+    def _extract(self, obs: PyTorchObs, extractor: BaseFeaturesExtractor) -> Tensor:
+        return extractor(preprocess_obs(obs, self.observation_space, self.normalize_images))
+
+    def feature_values(self, obs: PyTorchObs) -> Tensor:
+        """Per-feature values ``v_i(s)``, ``(B, L)``; ``V(s)`` is their sum plus a bias."""
+        latent = self.mlp_extractor.forward_critic(self._extract(obs, self.vf_features_extractor))
+        return self.value_net.contributions(latent).squeeze(-1)
+
+    def feature_logits(self, obs: PyTorchObs) -> Tensor:
+        """Per-feature action logits (or means), ``(B, L, n_outputs)``, without the bias."""
+        latent = self.mlp_extractor.forward_actor(self._extract(obs, self.pi_features_extractor))
+        return self.action_net.contributions(latent)

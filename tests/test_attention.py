@@ -1,0 +1,171 @@
+"""Tests for attn_policies.attention (self-attention, position codes, attention capture)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from attn_policies.attention import (
+    AttentionCapture,
+    MultiHeadSelfAttention,
+    append_coordinates,
+    capture_attention,
+    sinusoidal_table,
+)
+
+
+def perturb_(module: nn.Module, seed: int = 1) -> nn.Module:
+    """Move every weight off its init (LayerNorm starts at 1/0, which hides bugs)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=gen))
+    return module
+
+
+def reference_attention(attn: MultiHeadSelfAttention, x: torch.Tensor, mask=None):
+    """The book's listing written out with einsum, from the module's own weights."""
+    h, d = attn.n_heads, attn.head_dim
+    q, k, v = attn.qkv(x).split(h * d, dim=-1)
+    q, k, v = (t.reshape(x.shape[0], -1, h, d).transpose(1, 2) for t in (q, k, v))
+    if attn.norms is not None:
+        q, k, v = attn.norms[0](q), attn.norms[1](k), attn.norms[2](v)
+    if attn.compatibility == "dot":
+        a = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(d)
+    else:
+        a = attn.a_lin(torch.nn.functional.elu(attn.q_lin(q) + attn.k_lin(k)))
+    if mask is not None:
+        a = a.masked_fill(~mask, float("-inf"))
+    a = a.softmax(-1)
+    out = torch.einsum("bhqk,bhkd->bhqd", a, v)
+    return out.transpose(1, 2).reshape(x.shape[0], -1, h * d), a
+
+
+@pytest.mark.parametrize(
+    ("compatibility", "qkv_norm"),
+    [("dot", None), ("dot", "features"), ("dot", "tokens"), ("additive", "tokens")],
+)
+def test_forward_matches_reference_and_capture(compatibility, qkv_norm) -> None:
+    torch.manual_seed(0)
+    attn = perturb_(
+        MultiHeadSelfAttention(
+            10, n_heads=3, head_dim=8, compatibility=compatibility, n_tokens=7, qkv_norm=qkv_norm
+        )
+    )
+    x = torch.randn(4, 7, 10)
+    expected, weights = reference_attention(attn, x)
+    fast = attn(x)
+    with capture_attention(attn) as maps:
+        captured = attn(x)
+    torch.testing.assert_close(fast, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(captured, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(maps["self"], weights, atol=1e-6, rtol=1e-5)
+    assert maps["self"].shape == (4, 3, 7, 7)
+    torch.testing.assert_close(maps["self"].sum(-1), torch.ones(4, 3, 7))
+
+
+def test_diagonal_mask_returns_the_values() -> None:
+    torch.manual_seed(0)
+    attn = MultiHeadSelfAttention(6, n_heads=2, head_dim=4)
+    x = torch.randn(3, 5, 6)
+    eye = torch.eye(5, dtype=torch.bool)
+    _, _, v = attn.project(x)
+    torch.testing.assert_close(attn(x, eye), v.transpose(1, 2).reshape(3, 5, 8))
+    with capture_attention(attn) as maps:
+        attn(x, eye)
+    torch.testing.assert_close(maps["self"], eye.float().expand(3, 2, 5, 5))
+
+
+def test_causal_mask_matches_reference_on_both_paths() -> None:
+    torch.manual_seed(0)
+    attn = MultiHeadSelfAttention(6, n_heads=2, head_dim=4)
+    x = torch.randn(2, 5, 6)
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()
+    expected, _ = reference_attention(attn, x, mask)
+    torch.testing.assert_close(attn(x, mask), expected, atol=1e-6, rtol=1e-5)
+    with capture_attention(attn):
+        torch.testing.assert_close(attn(x, mask), expected, atol=1e-6, rtol=1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 40), seed=st.integers(0, 2**16))
+def test_dot_attention_with_feature_norm_is_permutation_equivariant(n: int, seed: int) -> None:
+    torch.manual_seed(seed)
+    attn = perturb_(MultiHeadSelfAttention(5, n_heads=2, head_dim=4, qkv_norm="features"))
+    x = torch.randn(2, n, 5, dtype=torch.float64)
+    attn = attn.double()
+    perm = torch.randperm(n)
+    torch.testing.assert_close(attn(x[:, perm]), attn(x)[:, perm], atol=1e-10, rtol=1e-10)
+
+
+def test_token_norm_has_the_books_parameter_count() -> None:
+    # Book listing 10.2: 3 LayerNorms over (N, d) = (256, 36), each with weight and bias.
+    attn = MultiHeadSelfAttention(32, 1, 36, n_tokens=256, qkv_norm="tokens")
+    assert sum(p.numel() for p in attn.norms.parameters()) == 3 * 2 * 256 * 36
+    assert attn.out_features == 36
+
+
+def test_invalid_arguments_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="compatibility must be"):
+        MultiHeadSelfAttention(4, compatibility="cosine")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="qkv_norm must be"):
+        MultiHeadSelfAttention(4, qkv_norm="batch")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="needs n_tokens"):
+        MultiHeadSelfAttention(4, compatibility="additive")
+    with pytest.raises(ValueError, match="needs n_tokens"):
+        MultiHeadSelfAttention(4, qkv_norm="tokens")
+
+
+def test_capture_names_repeated_calls_and_restores_fast_path() -> None:
+    torch.manual_seed(0)
+    model = nn.ModuleDict({"a": MultiHeadSelfAttention(4, 1, 4), "b": nn.Linear(4, 4)})
+    x = torch.randn(1, 3, 4)
+    with capture_attention(model) as maps:
+        model["a"](x)
+        model["a"](x)
+    assert sorted(maps) == ["a[0]", "a[1]"]
+    assert not model["a"].capturing
+    with capture_attention(model) as maps:
+        pass
+    assert maps == {}
+
+
+def test_record_refuses_wrong_rank() -> None:
+    class Bad(AttentionCapture, nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.record(x)
+            return x
+
+    bad = Bad()
+    bad(torch.zeros(2, 3))  # not capturing: nothing recorded, no check
+    with pytest.raises(ValueError, match=r"expected \(batch, head, query, key\)"):
+        with capture_attention(bad):
+            bad(torch.zeros(2, 3))
+
+
+def test_sinusoidal_table_values() -> None:
+    table = sinusoidal_table(50, 8)
+    p = torch.arange(50.0)
+    for i in range(4):
+        freq = 10_000 ** (-2 * i / 8)
+        torch.testing.assert_close(table[:, 2 * i], torch.sin(p * freq))
+        torch.testing.assert_close(table[:, 2 * i + 1], torch.cos(p * freq))
+    assert sinusoidal_table(3, 5).shape == (3, 5)
+    assert len({tuple(r.tolist()) for r in sinusoidal_table(400, 8)}) == 400  # rows distinct
+    with pytest.raises(ValueError, match="n_positions >= 1"):
+        sinusoidal_table(0, 4)
+
+
+def test_append_coordinates_matches_the_book() -> None:
+    x = torch.randn(2, 3, 4, 5)
+    out = append_coordinates(x)
+    torch.testing.assert_close(out[:, :3], x)
+    xs = torch.arange(5.0).repeat(4, 1) / 5  # book: xcoords = arange(cW).repeat(cH, 1) / cW
+    ys = torch.arange(4.0).repeat(5, 1).T / 4
+    torch.testing.assert_close(out[0, 3], xs)
+    torch.testing.assert_close(out[1, 4], ys)
