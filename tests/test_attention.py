@@ -143,9 +143,9 @@ def test_record_refuses_wrong_rank() -> None:
 
     bad = Bad()
     bad(torch.zeros(2, 3))  # not capturing: nothing recorded, no check
-    with pytest.raises(ValueError, match=r"expected \(batch, head, query, key\)"):
-        with capture_attention(bad):
-            bad(torch.zeros(2, 3))
+    expected = r"expected \(batch, head, query, key\)"
+    with pytest.raises(ValueError, match=expected), capture_attention(bad):
+        bad(torch.zeros(2, 3))
 
 
 def test_sinusoidal_table_values() -> None:
