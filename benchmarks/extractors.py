@@ -11,8 +11,8 @@ median time per batch and the ratio to the SB3 baseline are reported. The loss i
 squared features, so backward reaches every weight the features depend on.
 
 Peak memory of the non-local variants on an A2C batch (16 envs x 5 steps = 80 frames of
-4x84x84) is measured in a fresh subprocess per model: the increase of the process's peak
-RSS over a forward+backward pass.
+4x84x84) is measured in a fresh subprocess per model: the process's peak RSS during one
+forward+backward pass minus its resident size just before (Linux).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -210,6 +209,7 @@ def build_cases() -> list[Case]:
 
 
 NONLOCAL_VARIANTS: dict[str, dict[str, object]] = {
+    "no block (the seed's CNN, conv3 = 32)": {"positions": ()},
     "fc": {"positions": ("fc",)},
     "conv3": {"positions": ("conv3",)},
     "conv2": {"positions": ("conv2",)},
@@ -228,6 +228,13 @@ MEMORY_VARIANTS: dict[str, dict[str, object] | None] = {
 }
 
 
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status (Linux only)")
+
+
 def _memory_child(kwargs_json: str) -> None:
     """Run in a subprocess: one forward+backward on 80 frames; print peak-RSS growth in MB."""
     kwargs = json.loads(kwargs_json)
@@ -241,11 +248,14 @@ def _memory_child(kwargs_json: str) -> None:
             kwargs["positions"] = tuple(kwargs["positions"])
         model = NonLocalNatureCNN(frames, **kwargs)
     obs = draw_batch(frames, 80)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # getrusage's ru_maxrss survives fork+exec (it would report the parent's peak), so use the
+    # per-process high-water mark VmHWM, reset to the current size just before the pass.
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _status_kib("VmRSS")
     t0 = time.perf_counter()
     fwd_bwd(model, obs)
     seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    peak = _status_kib("VmHWM")
     print(json.dumps({"peak_mb": round((peak - before) / 1024, 1), "seconds": round(seconds, 3)}))
 
 
@@ -287,8 +297,13 @@ def plot(results: dict[str, object], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--only", default="", help="run only cases whose name contains this")
+    parser.add_argument(
+        "--only", default="", help="rerun only cases whose name contains this (others kept)"
+    )
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument(
+        "--memory-only", action="store_true", help="redo the memory rows of an existing JSON"
+    )
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
@@ -296,6 +311,13 @@ def main() -> None:
         _memory_child(args.memory_child)
         return
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.memory_only:
+        path = args.out / "extractors.json"
+        results = json.loads(path.read_text())
+        results["memory"] = measure_memory()
+        path.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"updated {path}")
+        return
     results: dict[str, object] = {
         "machine": {
             "platform": platform.platform(),
@@ -306,6 +328,9 @@ def main() -> None:
         "repeats": args.repeats,
         "cases": {},
     }
+    path = args.out / "extractors.json"
+    if args.only and path.exists():  # refresh some cases, keep the others
+        results["cases"] = json.loads(path.read_text())["cases"]
     for case in build_cases():
         if args.only not in case.name:
             continue
@@ -315,9 +340,11 @@ def main() -> None:
             print(f"  {model:45s} {r['ms_per_batch']:9.2f} ms  x{r['vs_baseline']}", flush=True)
     if not args.no_memory:
         results["memory"] = measure_memory()
-    (args.out / "extractors.json").write_text(json.dumps(results, indent=2) + "\n")
+    elif path.exists():
+        results["memory"] = json.loads(path.read_text()).get("memory")
+    path.write_text(json.dumps(results, indent=2) + "\n")
     plot(results, args.out / "extractors.png")
-    print(f"wrote {args.out / 'extractors.json'}")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
