@@ -1,4 +1,4 @@
-"""Shared checks every SB3 feature extractor in attn_policies must pass.
+"""Shared checks every SB3 feature extractor in attn_policies must pass, and torch helpers.
 
 ``assert_extractor_contract`` checks output shape, gradient flow into every parameter and
 seeded determinism; ``assert_sb3_roundtrip`` trains a few hundred steps with PPO, A2C or DQN,
@@ -19,6 +19,7 @@ from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.preprocessing import preprocess_obs
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from torch import nn
 
 ALGOS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "a2c": A2C, "dqn": DQN}
 
@@ -28,6 +29,19 @@ _ALGO_KWARGS: dict[str, dict[str, Any]] = {
     "a2c": {"n_steps": 8},
     "dqn": {"learning_starts": 32, "buffer_size": 500, "batch_size": 16, "train_freq": 4},
 }
+
+
+def n_params(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def perturb_(module: nn.Module, scale: float = 0.3, seed: int = 1) -> nn.Module:
+    """Move every parameter off its initial value (LayerNorm weights are 1/0 at init)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen))
+    return module
 
 
 def sample_batch(space: spaces.Space, batch: int, seed: int = 0) -> Any:

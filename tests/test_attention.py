@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from _sb3 import perturb_
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -17,15 +18,6 @@ from attn_policies.attention import (
     capture_attention,
     sinusoidal_table,
 )
-
-
-def perturb_(module: nn.Module, seed: int = 1) -> nn.Module:
-    """Move every weight off its init (LayerNorm starts at 1/0, which hides bugs)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(0.3 * torch.randn(p.shape, generator=gen))
-    return module
 
 
 def reference_attention(attn: MultiHeadSelfAttention, x: torch.Tensor, mask=None):

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from _sb3 import assert_extractor_contract, assert_sb3_roundtrip, sample_batch
+from _sb3 import assert_extractor_contract, assert_sb3_roundtrip, n_params, sample_batch
 from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,10 +38,6 @@ FAST = settings(max_examples=12, deadline=None)
 
 def feature_space(n_features: int, stack: int = 4) -> spaces.Box:
     return spaces.Box(0.0, 255.0, (stack, n_features), np.float32)
-
-
-def n_params(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
 
 
 def make_pong() -> gym.Env:

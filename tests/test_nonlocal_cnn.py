@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from _sb3 import assert_extractor_contract, assert_sb3_roundtrip, sample_batch
+from _sb3 import assert_extractor_contract, assert_sb3_roundtrip, n_params, sample_batch
 from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -42,10 +42,6 @@ class TinyImageEnv(gym.Env):
         reward = float(action == self._t % 4)
         self._t += 1
         return self._obs(), reward, self._t >= 16, False, {}
-
-
-def n_params(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
 
 
 def set_beta_(module: nn.Module, value: float = 0.7) -> nn.Module:

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 from _contract import UniformBoxEnv
+from _sb3 import n_params
 from gymnasium import spaces
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from torch import Tensor, nn
+from torch import Tensor
 
 from attn_envs import PatchObservation, patchify
 from attn_policies.attention import capture_attention
@@ -24,10 +25,6 @@ from attn_policies.patch_voting import (
     grid_centres,
     image_patches,
 )
-
-
-def m_size(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
 
 
 def reference_votes(voting: PatchVoting, tokens: Tensor) -> tuple[Tensor, Tensor]:
@@ -174,7 +171,7 @@ def test_voting_validation() -> None:
 def test_attention_agent_parameter_count() -> None:
     agent = AttentionAgent()
     assert agent.num_parameters == 3667  # Tang et al. 2020
-    sizes = {name: m_size(m) for name, m in agent.named_children()}
+    sizes = {name: n_params(m) for name, m in agent.named_children()}
     assert sizes == {"voting": 2 * (147 * 4 + 4), "lstm": 4 * 16 * 36 + 2 * 64, "head": 51}
     assert agent.voting.n_patches == 529 and agent.grid_shape == (23, 23)
 
@@ -301,7 +298,7 @@ def test_population_vmap_matches_one_member_at_a_time() -> None:
 def test_e6_agent_parameter_count_and_shapes() -> None:
     torch.manual_seed(0)
     agent = AttentionNeuronVotingAgent()
-    sizes = {name: m_size(m) for name, m in agent.named_children()}
+    sizes = {name: n_params(m) for name, m in agent.named_children()}
     # neuron: W_q 8x16, W_k (108 + 3)x16, W_v 144x16, all with biases; LayerNorms frozen
     neuron = (8 + 1) * 16 + (111 + 1) * 16 + (144 + 1) * 16
     gate = (19 + 1) * 16 + 16 + 1

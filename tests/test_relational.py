@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from _sb3 import assert_extractor_contract, assert_sb3_roundtrip
+from _sb3 import assert_extractor_contract, assert_sb3_roundtrip, n_params, perturb_
 from einops import rearrange
 from gymnasium import spaces
 from hypothesis import given, settings
@@ -39,19 +39,6 @@ DOORKEY = "attn_envs/EgocentricDoorKey-5x5-v0"
 DOORKEY_SPACE = spaces.Box(0.0, 1.0, (3, 7, 7), np.float32)
 MNIST_SPACE = spaces.Box(0, 255, (1, 28, 28), np.uint8)
 MNIST_KWARGS = {"conv_stem": "mnist", "n_heads": 1, "node_size": 36, "compatibility": "dot"}
-
-
-def n_params(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
-
-
-def perturb_(module: nn.Module, scale: float = 0.3, seed: int = 1) -> nn.Module:
-    """Move every parameter off its initial value (LayerNorm weights are 1/0 at init)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(scale * torch.randn(p.shape, generator=gen))
-    return module
 
 
 def make_doorkey() -> gym.Env:
