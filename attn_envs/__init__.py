@@ -32,6 +32,14 @@ _PUBLIC = {
     "PreviousActionObservation": "attn_envs.feedback",
     "CartPoleSwingUpEnv": "attn_envs.envs.cartpole_swingup",
     "CartPoleSwingUpVectorEnv": "attn_envs.envs.cartpole_swingup",
+    "load_mnist": "attn_envs.mnist",
+    "download_mnist": "attn_envs.mnist",
+    "read_idx": "attn_envs.mnist",
+    "write_idx": "attn_envs.mnist",
+    "synthetic_digits": "attn_envs.mnist",
+    "transform_mnist": "attn_envs.mnist",
+    "MNISTTransform": "attn_envs.mnist",
+    "transformed_test_set": "attn_envs.mnist",
 }
 
 __all__ = ["ENV_IDS", "register_envs", *sorted(_PUBLIC)]

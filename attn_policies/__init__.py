@@ -53,6 +53,7 @@ _MODULES = {
         "top_patches_figure",
     ],
     "attn_policies.extractors": ["EXTRACTORS", "POLICIES", "get_extractor", "get_policy"],
+    "attn_policies.algorithms": ["DoubleDQN", "OversamplingReplayBuffer"],
 }
 _PUBLIC = {name: module for module, names in _MODULES.items() for name in names}
 

@@ -423,8 +423,9 @@ class RelationalDQNPolicy(DQNPolicy):
     The ``elu`` bounds Q-values below by -1, which suits DoorKey's returns (step penalty
     -0.01, goal reward below 1). All ``DQNPolicy`` arguments still apply, e.g.
     ``policy_kwargs=dict(features_extractor_kwargs=dict(node_size=32))``.
-    SB3's DQN is not the book's trainer (double Q-learning, oversampled positive
-    transitions): this class gives the network only.
+    The book's trainer (double Q-learning, rewarding transitions inserted 50 times) is
+    :class:`~attn_policies.algorithms.DoubleDQN` with
+    :class:`~attn_policies.algorithms.OversamplingReplayBuffer`.
 
     Example:
         >>> import gymnasium as gym, attn_envs

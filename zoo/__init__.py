@@ -1,1 +1,23 @@
-"""Config-driven experiment zoo (see issue: the zoo)."""
+"""attn-zoo: YAML experiment configs and the ``attn-zoo`` CLI over a programmatic API.
+
+>>> import zoo
+>>> sorted(zoo.list_experiments())[:1]
+['atari_nonlocal']
+"""
+
+from zoo.config import ConfigError, EvalConfig, RunConfig, list_experiments, load_runs
+from zoo.runs import Run, evaluate, load, resume, train, train_all
+
+__all__ = [
+    "ConfigError",
+    "EvalConfig",
+    "Run",
+    "RunConfig",
+    "evaluate",
+    "list_experiments",
+    "load",
+    "load_runs",
+    "resume",
+    "train",
+    "train_all",
+]

@@ -1,0 +1,86 @@
+"""A replay buffer that stores rewarding transitions several times (book sec. 10.6).
+
+In sparse-reward tasks such as DoorKey the rare rewarding transition is easily lost in a
+uniformly sampled buffer; the book inserts it 50 times. Subclassing SB3's
+:class:`ReplayBuffer` keeps sampling, ``optimize_memory_usage`` and saving untouched, and
+lets a config name it as ``replay_buffer_class``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.buffers import ReplayBuffer
+
+
+class OversamplingReplayBuffer(ReplayBuffer):
+    """SB3 :class:`ReplayBuffer` that inserts each rewarding transition ``copies`` times.
+
+    A transition is rewarding when its reward exceeds ``threshold``.
+
+    With several envs, the extra copies of the rewarding transitions are packed into whole
+    buffer rows (one row holds one transition per env), cycling through the rewarding
+    transitions, so each gets ``copies`` or slightly more insertions in total.
+
+    Args:
+        buffer_size: capacity in transitions per env, as for :class:`ReplayBuffer`.
+        observation_space: as for :class:`ReplayBuffer`.
+        action_space: as for :class:`ReplayBuffer`.
+        copies: total insertions of each rewarding transition (book: 50); 1 is a plain buffer.
+        threshold: rewards strictly above it count as rewarding.
+        **kwargs: every other :class:`ReplayBuffer` argument.
+
+    Example:
+        >>> import numpy as np
+        >>> from gymnasium import spaces
+        >>> space = spaces.Box(-1, 1, (2,))
+        >>> buf = OversamplingReplayBuffer(100, space, spaces.Discrete(2), copies=5)
+        >>> obs = np.zeros((1, 2), np.float32)
+        >>> buf.add(obs, obs, np.array([0]), np.array([0.0]), np.array([False]), [{}])
+        >>> buf.add(obs, obs, np.array([1]), np.array([1.0]), np.array([True]), [{}])
+        >>> buf.size()
+        6
+    """
+
+    def __init__(
+        self,
+        buffer_size: int,
+        observation_space: Any,
+        action_space: Any,
+        *args: Any,
+        copies: int = 50,
+        threshold: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(copies, bool) or not isinstance(copies, (int, np.integer)) or copies < 1:
+            raise ValueError(f"copies must be a positive integer, got {copies!r}")
+        super().__init__(buffer_size, observation_space, action_space, *args, **kwargs)
+        self.copies = int(copies)
+        self.threshold = float(threshold)
+
+    def add(
+        self,
+        obs: np.ndarray,
+        next_obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        done: np.ndarray,
+        infos: list[dict[str, Any]],
+    ) -> None:
+        super().add(obs, next_obs, action, reward, done, infos)
+        hits = np.flatnonzero(np.asarray(reward).reshape(self.n_envs) > self.threshold)
+        if self.copies == 1 or hits.size == 0:
+            return
+        n_rows = -(-(self.copies - 1) * hits.size // self.n_envs)  # ceil division
+        # Row r, env slot j holds rewarding transition hits[(r * n_envs + j) % len(hits)].
+        picks = hits[np.arange(n_rows * self.n_envs).reshape(n_rows, self.n_envs) % hits.size]
+        for row in picks:
+            super().add(
+                obs[row],
+                next_obs[row],
+                action[row],
+                np.asarray(reward)[row],
+                np.asarray(done)[row],
+                [infos[i] for i in row],
+            )

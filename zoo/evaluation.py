@@ -1,0 +1,190 @@
+"""Seeded, vectorised evaluation of SB3 models, and a keep-best callback (rl-zoo3's EvalCallback).
+
+A *policy mode* is how actions are taken: ``"deterministic"`` (greedy), ``"stochastic"``
+(the policy's own sampling) or an ε in ``[0, 1]`` (ε-greedy around the deterministic action,
+with ε-actions drawn from a generator seeded by the evaluation seed, never global numpy).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize, sync_envs_normalization
+
+from zoo.config import EvalConfig
+
+Mode = str | float
+
+
+def evaluate_policy(
+    model: BaseAlgorithm,
+    env: VecEnv,
+    n_episodes: int,
+    mode: Mode = "deterministic",
+    seed: int = 0,
+    success: str | None = None,
+) -> dict[str, Any]:
+    """Run exactly ``n_episodes`` episodes, split evenly across the envs, and summarise them.
+
+    Episodes are counted from the Monitor's ``info["episode"]``, so life-loss resets of Atari
+    wrappers do not end an episode. The env is reseeded with ``seed`` first: the same seed
+    gives the same episodes.
+
+    Args:
+        model: an SB3 algorithm (anything with ``predict``).
+        env: a VecEnv whose envs are wrapped in ``Monitor``.
+        n_episodes: episodes to run.
+        mode: ``"deterministic"``, ``"stochastic"`` or ε.
+        seed: seed of the env resets and of the ε draws.
+        success: ``"terminated"``, ``"is_success"`` or None (no success rate).
+
+    Returns:
+        ``mean_reward``, ``std_reward``, ``mean_length``, ``std_length``, ``success_rate``
+        (None without ``success``), ``n_episodes``, and per-episode ``rewards``/``lengths``.
+    """
+    n_envs = env.num_envs
+    targets = np.array([(n_episodes + i) // n_envs for i in range(n_envs)])
+    counts = np.zeros(n_envs, int)
+    rng = np.random.default_rng(seed)
+    action_space = env.action_space
+    action_space.seed(int(rng.integers(2**31)))
+    env.seed(seed)
+    obs = env.reset()
+    state, starts = None, np.ones(n_envs, bool)
+    rewards: list[float] = []
+    lengths: list[int] = []
+    solved: list[bool] = []
+    epsilon = None if isinstance(mode, str) else float(mode)
+    while (counts < targets).any():
+        actions, state = model.predict(
+            obs, state=state, episode_start=starts, deterministic=mode != "stochastic"
+        )
+        if epsilon:
+            explore = rng.random(n_envs) < epsilon
+            for i in np.flatnonzero(explore):
+                actions[i] = action_space.sample()
+        obs, _, dones, infos = env.step(actions)
+        starts = dones
+        for i in np.flatnonzero(dones):
+            episode = infos[i].get("episode")
+            if episode is None or counts[i] >= targets[i]:
+                continue
+            counts[i] += 1
+            rewards.append(float(episode["r"]))
+            lengths.append(int(episode["l"]))
+            if success == "terminated":
+                solved.append(not infos[i].get("TimeLimit.truncated", False))
+            elif success == "is_success":
+                solved.append(bool(infos[i].get("is_success", False)))
+    return {
+        "mode": mode,
+        "n_episodes": len(rewards),
+        "mean_reward": float(np.mean(rewards)),
+        "std_reward": float(np.std(rewards)),
+        "mean_length": float(np.mean(lengths)),
+        "std_length": float(np.std(lengths)),
+        "success_rate": float(np.mean(solved)) if success else None,
+        "rewards": rewards,
+        "lengths": lengths,
+    }
+
+
+def evaluate_modes(
+    model: BaseAlgorithm, env: VecEnv, cfg: EvalConfig, n_episodes: int, seed: int
+) -> dict[str, dict[str, Any]]:
+    """:func:`evaluate_policy` for every policy mode of ``cfg``, on the same episode seeds."""
+    return {
+        name: evaluate_policy(model, env, n_episodes, mode, seed, cfg.success)
+        for name, mode in cfg.policies.items()
+    }
+
+
+def select_score(results: dict[str, dict[str, Any]], select: str) -> float:
+    """The model-selection score; episode length counts negatively (shorter is better)."""
+    policy, _, metric = select.partition("/")
+    value = float(results[policy][metric])
+    return -value if metric == "mean_length" else value
+
+
+def summary(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``results`` without the per-episode lists."""
+    return {
+        name: {k: v for k, v in r.items() if k not in ("rewards", "lengths")}
+        for name, r in results.items()
+    }
+
+
+class KeepBestCallback(BaseCallback):
+    """Evaluate every ``cfg.freq`` env steps and save the best model, as rl-zoo3's EvalCallback.
+
+    Evaluations are appended to ``evaluations.json`` in the run folder; the model with the
+    best ``cfg.select`` score so far is saved as ``best_model.zip`` (ties go to the later
+    model). Evaluation points are the multiples of ``freq`` the step counter crosses, so a
+    resumed run evaluates where an uninterrupted one would.
+
+    Args:
+        eval_env: a VecEnv of Monitor-wrapped envs, built like the training env.
+        cfg: the run's evaluation block.
+        run_dir: the run folder.
+        on_eval: optional hook called with ``(num_timesteps, results)``.
+    """
+
+    def __init__(
+        self,
+        eval_env: VecEnv,
+        cfg: EvalConfig,
+        run_dir: str | Path,
+        on_eval: Callable[[int, dict[str, Any]], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.eval_env = eval_env
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.on_eval = on_eval
+        self.history_path = self.run_dir / "evaluations.json"
+        self.history: list[dict[str, Any]] = []
+        if self.history_path.exists():
+            self.history = json.loads(self.history_path.read_text())
+        self.best = max((h["score"] for h in self.history), default=-np.inf)
+        self._last_bucket: int | None = None
+
+    def _on_training_start(self) -> None:
+        self._last_bucket = self.num_timesteps // self.cfg.freq
+
+    def _on_step(self) -> bool:
+        bucket = self.num_timesteps // self.cfg.freq
+        if self._last_bucket is None or bucket <= self._last_bucket:
+            return True
+        self._last_bucket = bucket
+        self.evaluate()
+        return True
+
+    def evaluate(self) -> dict[str, Any]:
+        if isinstance(self.eval_env, VecNormalize):
+            sync_envs_normalization(self.training_env, self.eval_env)
+        results = evaluate_modes(
+            self.model, self.eval_env, self.cfg, self.cfg.n_episodes, self.cfg.seed
+        )
+        score = select_score(results, self.cfg.select)
+        record = {"step": int(self.num_timesteps), "score": score, **summary(results)}
+        if score >= self.best:
+            self.best = score
+            record["best"] = True
+            self.model.save(self.run_dir / "best_model.zip")
+            if isinstance(self.eval_env, VecNormalize):
+                self.eval_env.save(str(self.run_dir / "best_vecnormalize.pkl"))
+        self.history.append(record)
+        self.history_path.write_text(json.dumps(self.history, indent=1))
+        for name, r in summary(results).items():
+            for metric in ("mean_reward", "mean_length", "success_rate"):
+                if r[metric] is not None:
+                    self.logger.record(f"eval/{name}/{metric}", r[metric])
+        if self.on_eval is not None:
+            self.on_eval(self.num_timesteps, results)
+        return record

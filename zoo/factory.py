@@ -1,0 +1,349 @@
+"""Env and model factories for SB3 runs: a :class:`RunConfig` in, a VecEnv / algorithm out.
+
+Env stack, innermost first (as SB3's ``make_vec_env`` and rl-baselines3-zoo build it):
+``gym.make(env, **env_kwargs)`` -> ``Monitor`` (true episode returns, even under Atari's
+life-loss and reward-clipping wrappers) -> ``env_wrapper`` in order -> ``DummyVecEnv`` /
+``SubprocVecEnv`` -> ``VecFrameStack(frame_stack)`` -> ``VecNormalize(normalize)``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.utils import LinearSchedule
+from stable_baselines3.common.vec_env import (
+    DummyVecEnv,
+    SubprocVecEnv,
+    VecEnv,
+    VecFrameStack,
+    VecNormalize,
+)
+
+import attn_envs  # noqa: F401  (registers the attn_envs/... ids)
+from zoo.config import ConfigError, RunConfig, nearest
+from zoo.registry import resolve
+
+WrapperSpec = tuple[str, dict[str, Any]]
+
+# Hyper-parameters that may be given as "lin_<value>" (linear decay to 0, rl-zoo syntax).
+SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf")
+# Constructor arguments the zoo sets itself.
+RESERVED = {
+    "self",
+    "policy",
+    "env",
+    "policy_kwargs",
+    "tensorboard_log",
+    "verbose",
+    "seed",
+    "device",
+    "_init_setup_model",
+    "kwargs",
+    "args",
+}
+
+
+def wrapper_specs(raw: Any, where: str = "env_wrapper") -> list[WrapperSpec]:
+    """Normalise ``env_wrapper`` (a name, a ``{name: kwargs}`` or a list of either).
+
+    Example:
+        >>> wrapper_specs(["StepPenalty", {"ShuffleObservation": {"reshuffle_every": 5}}])
+        [('StepPenalty', {}), ('ShuffleObservation', {'reshuffle_every': 5})]
+    """
+    if raw is None:
+        return []
+    items = raw if isinstance(raw, list) else [raw]
+    specs: list[WrapperSpec] = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            specs.append((item, {}))
+        elif isinstance(item, dict) and len(item) == 1:
+            ((name, kwargs),) = item.items()
+            if kwargs is not None and not isinstance(kwargs, dict):
+                raise ConfigError(f"{where}[{i}] {name}: kwargs must be a mapping, got {kwargs!r}")
+            specs.append((name, dict(kwargs or {})))
+        else:
+            raise ConfigError(
+                f"{where}[{i}] must be a wrapper name or a one-key mapping {{name: kwargs}}, "
+                f"got {item!r}"
+            )
+    return specs
+
+
+def check_kwargs(
+    where: str, target: Callable[..., Any], kwargs: Mapping[str, Any], skip: int = 0
+) -> None:
+    """Raise :class:`ConfigError` for keyword arguments ``target`` does not accept.
+
+    ``target`` is a class (its ``__init__`` is inspected) or a function; ``skip`` drops
+    leading positional parameters the caller fills itself (``self``, ``env``, ...).
+    """
+    label = getattr(target, "__name__", str(target))
+    if isinstance(target, type):
+        target = target.__init__
+    params = list(inspect.signature(target).parameters.values())[skip:]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    names = [p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    for key in kwargs:
+        if key not in names:
+            raise ConfigError(
+                f"{where}: {label} has no argument {key!r}."
+                f"{nearest(key, names)} Arguments: {', '.join(names)}"
+            )
+
+
+def resolve_wrappers(specs: list[WrapperSpec]) -> list[tuple[type, dict[str, Any]]]:
+    out = []
+    for i, (name, kwargs) in enumerate(specs):
+        try:
+            cls = resolve("wrapper", name)
+        except ValueError as err:
+            raise ConfigError(f"env_wrapper[{i}]: {err}") from None
+        check_kwargs(f"env_wrapper[{i}]", cls, kwargs, skip=2)
+        out.append((cls, kwargs))
+    return out
+
+
+def make_env_fn(
+    run: RunConfig, rank: int = 0, monitor_file: str | None = None, render_mode: str | None = None
+) -> Callable[[], gym.Env]:
+    """A picklable thunk building one env of the run (for Dummy/SubprocVecEnv)."""
+    env_id = run.body["env"]
+    env_kwargs = dict(run.body.get("env_kwargs") or {})
+    if render_mode is not None:
+        env_kwargs["render_mode"] = render_mode
+    wrappers = resolve_wrappers(wrapper_specs(run.body.get("env_wrapper")))
+
+    def thunk() -> gym.Env:
+        env = gym.make(env_id, **env_kwargs)
+        env = Monitor(env, filename=monitor_file)
+        for cls, kwargs in wrappers:
+            env = cls(env, **kwargs)
+        return env
+
+    return thunk
+
+
+def make_single_env(run: RunConfig, render_mode: str | None = None) -> gym.Env:
+    """One env of the run with every gym wrapper (no vec wrappers), e.g. for recording."""
+    return make_env_fn(run, render_mode=render_mode)()
+
+
+def make_vec_env(
+    run: RunConfig,
+    n_envs: int | None = None,
+    monitor_dir: str | Path | None = None,
+    prefix: str = "",
+    training: bool = True,
+    render_mode: str | None = None,
+) -> VecEnv:
+    """The run's vectorised env, with frame stacking and normalisation as configured.
+
+    Args:
+        run: the run config.
+        n_envs: number of envs (default ``n_envs`` of the config).
+        monitor_dir: where Monitor CSVs go (``<prefix><rank>.monitor.csv``); None: not saved.
+        prefix: Monitor file prefix.
+        training: for ``VecNormalize``: update statistics (training) or not (evaluation).
+        render_mode: passed to ``gym.make``.
+    """
+    n = int(n_envs or run.body.get("n_envs", 1))
+    fns = []
+    for rank in range(n):
+        monitor_file = None
+        if monitor_dir is not None:
+            Path(monitor_dir).mkdir(parents=True, exist_ok=True)
+            monitor_file = str(Path(monitor_dir) / f"{prefix}{rank}")
+        fns.append(make_env_fn(run, rank, monitor_file, render_mode))
+    vec_cls = SubprocVecEnv if run.body.get("vec_env") == "subproc" and n > 1 else DummyVecEnv
+    venv: VecEnv = vec_cls(fns)
+    if run.body.get("frame_stack"):
+        venv = VecFrameStack(venv, int(run.body["frame_stack"]))
+    normalize = run.body.get("normalize")
+    if normalize:
+        kwargs = dict(normalize) if isinstance(normalize, dict) else {}
+        venv = VecNormalize(venv, training=training, **kwargs)
+        if not training:
+            venv.norm_reward = False
+    return venv
+
+
+def _schedule(value: Any, key: str) -> Any:
+    if isinstance(value, str):
+        if value.startswith("lin_"):
+            try:
+                start = float(value[4:])
+            except ValueError:
+                raise ConfigError(f"{key!r}: cannot read {value!r} as 'lin_<number>'") from None
+            return LinearSchedule(start, 0.0, 1.0)
+        raise ConfigError(f"{key!r} must be a number or 'lin_<number>', got {value!r}")
+    return value
+
+
+def algo_class(run: RunConfig) -> type[BaseAlgorithm]:
+    try:
+        return resolve("algo", run.algo)
+    except ValueError as err:
+        raise ConfigError(f"{run.name}: 'algo': {err}") from None
+
+
+def policy_class(run: RunConfig, algo: type[BaseAlgorithm]) -> type | str:
+    policy = run.body.get("policy")
+    if not isinstance(policy, str):
+        raise ConfigError(f"{run.name}: 'policy' must be a policy name, got {policy!r}")
+    aliases = getattr(algo, "policy_aliases", {})
+    if policy in aliases:
+        return aliases[policy]
+    try:
+        return resolve("policy", policy)
+    except ValueError as err:
+        raise ConfigError(
+            f"{run.name}: 'policy': {err} {algo.__name__} also takes {', '.join(aliases)}."
+        ) from None
+
+
+def algo_parameters(algo: type[BaseAlgorithm]) -> dict[str, inspect.Parameter]:
+    """Constructor parameters of ``algo``, following ``**kwargs`` up the class hierarchy."""
+    params: dict[str, inspect.Parameter] = {}
+    for cls in algo.__mro__:
+        if "__init__" not in vars(cls):
+            continue
+        sig = inspect.signature(cls.__init__).parameters
+        for name, p in sig.items():
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                params.setdefault(name, p)
+        if not any(p.kind is p.VAR_KEYWORD for p in sig.values()):
+            break
+    return params
+
+
+def hyperparameter_names(algo: type[BaseAlgorithm]) -> list[str]:
+    return [name for name in algo_parameters(algo) if name not in RESERVED]
+
+
+def resolve_policy_kwargs(run: RunConfig, policy: type) -> dict[str, Any]:
+    """``policy_kwargs`` with class names resolved and every kwarg checked."""
+    raw = dict(run.body.get("policy_kwargs") or {})
+    where = f"{run.name}: policy_kwargs"
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        try:
+            if key == "features_extractor_class" and isinstance(value, str):
+                value = resolve("extractor", value)
+            elif key in ("activation_fn", "share_features_extractor") and isinstance(value, str):
+                value = resolve("activation", value)
+            elif key == "optimizer_class" and isinstance(value, str):
+                value = resolve("optimizer", value)
+        except ValueError as err:
+            raise ConfigError(f"{where}.{key}: {err}") from None
+        out[key] = value
+    check_kwargs(where, policy, out, skip=4)
+    extractor = out.get("features_extractor_class")
+    if extractor is not None and "features_extractor_kwargs" in out:
+        check_kwargs(
+            f"{where}.features_extractor_kwargs",
+            extractor,
+            out["features_extractor_kwargs"],
+            skip=2,
+        )
+    return out
+
+
+def _annotation_types(param: inspect.Parameter) -> tuple[type, ...] | None:
+    """Scalar types a parameter's annotation admits (None: not a plain scalar, unchecked)."""
+    text = param.annotation if isinstance(param.annotation, str) else str(param.annotation)
+    if param.annotation is inspect.Parameter.empty:
+        default = param.default
+        return (type(default),) if isinstance(default, (bool, str)) else None
+    words = set(
+        text.replace("[", " ")
+        .replace("]", " ")
+        .replace(",", " ")
+        .replace("|", " ")
+        .replace("'", " ")
+        .split()
+    )
+    if words & {
+        "Any",
+        "Schedule",
+        "Callable",
+        "dict",
+        "Dict",
+        "tuple",
+        "Tuple",
+        "Optional",
+        "None",
+        "type",
+        "Type",
+    }:
+        return None
+    found = tuple(t for t in (bool, int, float, str) if t.__name__ in words)
+    return found or None
+
+
+def resolve_hyperparams(run: RunConfig, algo: type[BaseAlgorithm]) -> dict[str, Any]:
+    """The algorithm's constructor arguments from the config, checked and resolved."""
+    from zoo.config import check_type
+
+    params = algo_parameters(algo)
+    out: dict[str, Any] = {}
+    for key in hyperparameter_names(algo):
+        if key not in run.body:
+            continue
+        value = run.body[key]
+        if key in SCHEDULE_KEYS:
+            value = _schedule(value, key)
+        elif key == "replay_buffer_class" and isinstance(value, str):
+            try:
+                value = resolve("replay buffer", value)
+            except ValueError as err:
+                raise ConfigError(f"{run.name}: 'replay_buffer_class': {err}") from None
+        elif key == "train_freq" and isinstance(value, list):
+            value = tuple(value)
+        else:
+            types = _annotation_types(params[key])
+            if types:
+                check_type(run.name, key, value, types)
+        out[key] = value
+    buffer = out.get("replay_buffer_class")
+    if buffer is not None and out.get("replay_buffer_kwargs"):
+        check_kwargs(
+            f"{run.name}: replay_buffer_kwargs", buffer, out["replay_buffer_kwargs"], skip=4
+        )
+    return out
+
+
+def make_model(
+    run: RunConfig,
+    env: VecEnv,
+    tensorboard_log: str | None = None,
+    verbose: int = 0,
+    probe: bool = False,
+) -> BaseAlgorithm:
+    """The SB3 algorithm of the run on ``env``, seeded with the run's seed.
+
+    ``probe=True`` shrinks replay buffers, for validation only.
+    """
+    algo = algo_class(run)
+    policy = policy_class(run, algo)
+    policy_kwargs = resolve_policy_kwargs(run, policy if isinstance(policy, type) else object)
+    hyper = resolve_hyperparams(run, algo)
+    if probe and "buffer_size" in hyper:
+        hyper["buffer_size"] = min(int(hyper["buffer_size"]), 1000)
+    return algo(
+        policy,
+        env,
+        policy_kwargs=policy_kwargs or None,
+        tensorboard_log=tensorboard_log,
+        verbose=verbose,
+        seed=run.seed,
+        device=run.body.get("device", "cpu"),
+        **hyper,
+    )

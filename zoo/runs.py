@@ -1,0 +1,236 @@
+"""Train, resume, load and evaluate runs; each run lives in its own folder.
+
+``runs/<experiment>[/<matrix cell>]/<seed>-<timestamp>/`` holds:
+
+- ``config.yml``: the resolved config (budget, overrides and matrix cell applied), loadable
+  again with ``attn-zoo train runs/.../config.yml``; ``command.txt``: how it was started;
+- ``status.json``: ``running`` / ``interrupted`` / ``finished``, steps done, wall time;
+- ``checkpoints/``: the last checkpoint (model, replay buffer, normalisation statistics);
+- ``monitor/``: Monitor CSVs; ``logs/part<k>/``: SB3 ``progress.csv`` and TensorBoard events
+  (one part per start or resume);
+- ``evaluations.json`` and ``best_model.zip``: periodic evaluations and the best model;
+- ``model.zip``: the final model; ``eval.json``: the final test episodes.
+
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from zoo.config import ConfigError, RunConfig, load_runs
+from zoo.trainers import get_trainer
+
+
+@dataclass
+class Run:
+    """A run folder and its resolved config."""
+
+    path: Path
+    config: RunConfig
+
+    @property
+    def status(self) -> dict[str, Any]:
+        path = self.path / "status.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    @property
+    def eval(self) -> dict[str, Any]:
+        """The final evaluation (``eval.json``)."""
+        return json.loads((self.path / "eval.json").read_text())
+
+    def model(self, which: str = "best") -> Any:
+        """The trained model: ``"best"`` (kept by evaluation, else the final one) or ``"last"``."""
+        return get_trainer(self.config.algo).load(self.path, self.config, which)
+
+    def write_status(self, **fields: Any) -> None:
+        status = {**self.status, **fields, "updated": datetime.now().isoformat(timespec="seconds")}
+        (self.path / "status.json").write_text(json.dumps(status, indent=1))
+
+
+def new_run_dir(run: RunConfig, root: str | Path = "runs") -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(root) / run.experiment
+    if run.tag:
+        base = base / run.tag
+    path = base / f"{run.seed}-{stamp}"
+    k = 1
+    while path.exists():
+        k += 1
+        path = base / f"{run.seed}-{stamp}-{k}"
+    return path
+
+
+def _resolve_runs(
+    experiment: str | Path | RunConfig,
+    budget: str,
+    overrides: Mapping[str, Any] | None,
+    seed: int | None,
+) -> list[RunConfig]:
+    if isinstance(experiment, RunConfig):
+        return [experiment]
+    return load_runs(experiment, budget=budget, overrides=overrides, seed=seed)
+
+
+def train_all(
+    experiment: str | Path | RunConfig,
+    budget: str = "full",
+    overrides: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    root: str | Path = "runs",
+    callbacks: Sequence[Any] = (),
+    progress_bar: bool = False,
+    command: str | None = None,
+) -> list[Run]:
+    """Train every matrix cell of an experiment, one after the other.
+
+    All cells are validated (including a dry build of env and model) before the first run
+    folder is created. Arguments as for :func:`train`.
+    """
+    runs = _resolve_runs(experiment, budget, overrides, seed)
+    for run in runs:
+        get_trainer(run.algo).probe(run)
+    return [_train_one(run, root, callbacks, progress_bar, command) for run in runs]
+
+
+def train(
+    experiment: str | Path | RunConfig,
+    budget: str = "full",
+    overrides: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    root: str | Path = "runs",
+    callbacks: Sequence[Any] = (),
+    progress_bar: bool = False,
+    command: str | None = None,
+    run_dir: str | Path | None = None,
+) -> Run:
+    """Train one run and return it (its folder, config, models and ``eval.json``).
+
+    Args:
+        experiment: a name from ``attn-zoo list``, a YAML path, or a :class:`RunConfig`.
+        budget: ``"smoke"``, ``"cpu"`` or ``"full"``.
+        overrides: ``{dotted key: value}`` (``--set``); a matrix axis name picks a cell.
+        seed: the run's seed (overrides ``seed``).
+        root: where run folders go.
+        callbacks: extra SB3 callbacks (or classifier hooks).
+        progress_bar: show a progress bar.
+        command: recorded in ``command.txt`` (default: this process's command line).
+        run_dir: the run folder itself instead of ``root/<experiment>/<seed>-<time>``; it
+            must not exist or be empty.
+
+    Raises:
+        ConfigError: invalid config, or a matrix with several cells (use :func:`train_all`).
+        KeyboardInterrupt: after saving a checkpoint; continue with :func:`resume`.
+    """
+    runs = _resolve_runs(experiment, budget, overrides, seed)
+    if len(runs) != 1:
+        cells = ", ".join(r.tag for r in runs[:6]) + (", ..." if len(runs) > 6 else "")
+        raise ConfigError(
+            f"{runs[0].experiment} expands into {len(runs)} runs ({cells}); pick one by "
+            "setting its matrix axes (e.g. overrides={'game': 'Pong'}) or use train_all"
+        )
+    if run_dir is not None and Path(run_dir).exists() and any(Path(run_dir).iterdir()):
+        raise ConfigError(f"run folder {run_dir} exists and is not empty")
+    get_trainer(runs[0].algo).probe(runs[0])
+    return _train_one(runs[0], root, callbacks, progress_bar, command, run_dir)
+
+
+def _train_one(
+    run: RunConfig,
+    root: str | Path,
+    callbacks: Sequence[Any],
+    progress_bar: bool,
+    command: str | None,
+    run_dir: str | Path | None = None,
+) -> Run:
+    path = Path(run_dir) if run_dir is not None else new_run_dir(run, root)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.yml").write_text(run.to_yaml())
+    (path / "command.txt").write_text((command or shlex.join(sys.argv)) + "\n")
+    handle = Run(path, run)
+    handle.write_status(experiment=run.experiment, tag=run.tag, budget=run.budget, seed=run.seed)
+    return _execute(handle, callbacks, progress_bar, resume=False)
+
+
+def _execute(handle: Run, callbacks: Sequence[Any], progress_bar: bool, resume: bool) -> Run:
+    trainer = get_trainer(handle.config.algo)
+    wall = float(handle.status.get("wall_seconds", 0.0))
+    start = time.perf_counter()
+    handle.write_status(state="running")
+    try:
+        steps = trainer.train(handle, callbacks=callbacks, progress_bar=progress_bar, resume=resume)
+    except KeyboardInterrupt:
+        handle.write_status(
+            state="interrupted", wall_seconds=round(wall + time.perf_counter() - start, 1)
+        )
+        raise
+    handle.write_status(
+        state="trained",
+        num_timesteps=steps,
+        wall_seconds=round(wall + time.perf_counter() - start, 1),
+    )
+    result = trainer.evaluate(handle.path, handle.config)
+    result["wall_seconds"] = handle.status["wall_seconds"]
+    (handle.path / "eval.json").write_text(json.dumps(result, indent=1))
+    handle.write_status(state="finished")
+    return handle
+
+
+def load(path: str | Path) -> Run:
+    """The run in a folder (a run folder, or any folder holding its ``config.yml``)."""
+    path = Path(path)
+    if not (path / "config.yml").is_file():
+        raise FileNotFoundError(f"{path} is not a run folder: it has no config.yml")
+    run = load_runs(path / "config.yml")[0]
+    handle = Run(path, run)
+    # config.yml is the resolved config; the budget and cell it came from are in status.json.
+    run.budget = handle.status.get("budget", run.budget)
+    run.tag = handle.status.get("tag", run.tag)
+    return handle
+
+
+def resume(
+    path: str | Path,
+    callbacks: Sequence[Any] = (),
+    progress_bar: bool = False,
+) -> Run:
+    """Continue an interrupted run from its last checkpoint up to its ``n_timesteps``.
+
+    The resumed run ends at the same step count an uninterrupted one would.
+    """
+    handle = load(path)
+    if handle.status.get("state") == "finished":
+        raise ConfigError(f"{path} has already finished; nothing to resume")
+    return _execute(handle, callbacks, progress_bar, resume=True)
+
+
+def evaluate(
+    run: Run | str | Path,
+    n_episodes: int | None = None,
+    which: str = "best",
+    seed: int | None = None,
+    write: bool = False,
+) -> dict[str, Any]:
+    """Evaluate a trained run on its test episodes (by default those behind ``eval.json``).
+
+    Args:
+        run: a :class:`Run` or a run folder.
+        n_episodes: test episodes per policy mode (default ``eval.final_episodes``).
+        which: ``"best"`` or ``"last"`` model.
+        seed: test seed (default ``eval.test_seed``, which reproduces ``eval.json``).
+        write: also write the result to ``eval.json``.
+    """
+    handle = run if isinstance(run, Run) else load(run)
+    result = get_trainer(handle.config.algo).evaluate(
+        handle.path, handle.config, n_episodes=n_episodes, which=which, seed=seed
+    )
+    if write:
+        (handle.path / "eval.json").write_text(json.dumps(result, indent=1))
+    return result

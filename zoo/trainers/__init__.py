@@ -1,0 +1,35 @@
+"""Trainers: one per family of ``algo`` values, each owning its keys, training loop and loading.
+
+A trainer is an object with
+
+- ``config_keys(body) -> dict[str, types]``: the keys it accepts beyond the common ones;
+- ``validate(run)``: raise :class:`~zoo.config.ConfigError` before anything is written;
+- ``train(run, run_dir, callbacks, progress_bar, resume)``: train into the run folder;
+- ``load(run_dir, run, which)``: the trained model;
+- ``evaluate(run_dir, run, n_episodes, which, seed)``: a results dict for ``eval.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zoo.config import ConfigError, nearest
+
+SB3_ALGOS = ("ppo", "a2c", "dqn", "double_dqn", "qrdqn", "recurrent_ppo")
+
+
+def get_trainer(algo: str) -> Any:
+    """The trainer for an ``algo`` value (SB3 algorithms, import paths, ``classifier``)."""
+    if algo == "classifier":
+        from zoo.trainers.classifier import ClassifierTrainer
+
+        return ClassifierTrainer()
+    if algo in SB3_ALGOS or "." in algo or ":" in algo:
+        from zoo.trainers.sb3 import SB3Trainer
+
+        return SB3Trainer()
+    known = (*SB3_ALGOS, "classifier")
+    raise ConfigError(
+        f"unknown algo {algo!r}.{nearest(algo, known)} Known: {', '.join(known)}, "
+        "or an import path to an SB3 algorithm class."
+    )

@@ -1,0 +1,225 @@
+"""Supervised runs (``algo: classifier``): E1, the relational module vs a CNN on transformed MNIST.
+
+Keys besides the common ones::
+
+    model: relational_mnist          # or cnn_mnist, or an import path
+    model_kwargs: {}
+    dataset: {name: mnist, root: data/mnist, download: false}   # or {name: synthetic, ...}
+    transform: {max_shift: 6, max_rotation: 30.0, n_spots: [20, 5.0]}
+    iterations: 1000
+    batch_size: 300
+    learning_rate: 1.0e-3
+    eval_every: 100
+    test_size: 500
+
+``dataset.name: mnist`` reads the IDX files from ``root`` (``download: true`` fetches them
+where a network exists); ``synthetic`` draws ``n_train``/``n_test`` digit-like images the
+project generates, so tests and smoke runs never download anything. The run folder holds
+``model.pt`` (a state dict, loaded with ``weights_only=True``), ``history.csv`` and
+``eval.json`` (test accuracy on the fixed transformed test set).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import inspect
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from attn_policies.algorithms.supervised import (
+    ClassifierConfig,
+    evaluate_classifier,
+    fixed_test_set,
+    train_classifier,
+)
+from attn_policies.extractors import import_object
+from zoo.config import ConfigError, RunConfig, check_type, nearest
+
+MODELS: dict[str, str] = {
+    "relational_mnist": "attn_policies.relational:RelationalMNIST",
+    "cnn_mnist": "attn_policies.relational:CNNMNIST",
+}
+KEYS: dict[str, tuple[type, ...] | None] = {
+    "model": (str,),
+    "model_kwargs": (dict,),
+    "dataset": (dict,),
+    "transform": (dict,),
+    "iterations": (int,),
+    "batch_size": (int,),
+    "learning_rate": (float,),
+    "eval_every": (int,),
+    "test_size": (int,),
+    "torch_threads": (int,),
+}
+DATASET_KEYS = {"name", "root", "download", "n_train", "n_test"}
+
+
+def _model_class(run: RunConfig) -> type[nn.Module]:
+    name = run.body.get("model", "")
+    if name in MODELS:
+        return import_object(MODELS[name])
+    if "." in name or ":" in name:
+        try:
+            return import_object(name)
+        except ValueError as err:
+            raise ConfigError(f"{run.name}: 'model': {err}") from None
+    raise ConfigError(
+        f"{run.name}: unknown model {name!r}.{nearest(name, MODELS)} Known: "
+        f"{', '.join(MODELS)}, or an import path"
+    )
+
+
+def _classifier_config(run: RunConfig) -> ClassifierConfig:
+    fields = {f.name for f in dataclasses.fields(ClassifierConfig)} - {"seed"}
+    kwargs = {k: run.body[k] for k in fields if k in run.body}
+    try:
+        return ClassifierConfig(seed=run.seed, **kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{run.name}: {err}") from None
+
+
+def _transform(run: RunConfig) -> Any:
+    from attn_envs.mnist import MNISTTransform
+
+    raw = dict(run.body.get("transform") or {})
+    if "n_spots" in raw and isinstance(raw["n_spots"], list):
+        raw["n_spots"] = tuple(raw["n_spots"])
+    names = [f.name for f in dataclasses.fields(MNISTTransform)]
+    for key in raw:
+        if key not in names:
+            raise ConfigError(f"{run.name}: unknown key 'transform.{key}'.{nearest(key, names)}")
+    return MNISTTransform(**raw)
+
+
+def _data(run: RunConfig) -> tuple[Any, Any, Any, Any]:
+    from attn_envs import mnist
+
+    spec = dict(run.body.get("dataset") or {"name": "mnist"})
+    if spec.get("name") == "synthetic":
+        train = mnist.synthetic_digits(int(spec.get("n_train", 10_000)), seed=run.seed)
+        test = mnist.synthetic_digits(int(spec.get("n_test", 2_000)), seed=run.seed + 1)
+        return (*train, *test)
+    root = Path(spec.get("root", "data/mnist"))
+    if spec.get("download"):
+        mnist.download_mnist(root)
+    return (*mnist.load_mnist(root, "train"), *mnist.load_mnist(root, "test"))
+
+
+class ClassifierTrainer:
+    """Trains a classifier with :func:`~attn_policies.algorithms.supervised.train_classifier`."""
+
+    def config_keys(self, body: dict[str, Any]) -> dict[str, Any]:
+        return KEYS
+
+    def validate(self, run: RunConfig) -> None:
+        for key, types in KEYS.items():
+            check_type(run.name, key, run.body.get(key), types)
+        if "model" not in run.body:
+            raise ConfigError(f"{run.name}: missing required key 'model'")
+        cls = _model_class(run)
+        kwargs = run.body.get("model_kwargs") or {}
+        names = list(inspect.signature(cls.__init__).parameters)[1:]
+        for key in kwargs:
+            if key not in names:
+                raise ConfigError(
+                    f"{run.name}: model_kwargs: {cls.__name__} has no argument {key!r}."
+                    f"{nearest(key, names)}"
+                )
+        spec = run.body.get("dataset") or {}
+        for key in spec:
+            if key not in DATASET_KEYS:
+                raise ConfigError(
+                    f"{run.name}: unknown key 'dataset.{key}'.{nearest(key, DATASET_KEYS)}"
+                )
+        if spec.get("name", "mnist") not in ("mnist", "synthetic"):
+            raise ConfigError(f"{run.name}: dataset.name must be 'mnist' or 'synthetic'")
+        _classifier_config(run)
+        _transform(run)
+
+    def probe(self, run: RunConfig) -> None:
+        spec = dict(run.body.get("dataset") or {"name": "mnist"})
+        if spec.get("name", "mnist") == "mnist" and not spec.get("download"):
+            from attn_envs.mnist import load_mnist
+
+            load_mnist(Path(spec.get("root", "data/mnist")), "test")  # FileNotFoundError, early
+
+    def _model(self, run: RunConfig) -> nn.Module:
+        return _model_class(run)(**(run.body.get("model_kwargs") or {}))
+
+    def train(
+        self,
+        handle: Any,
+        callbacks: Sequence[Any] = (),
+        progress_bar: bool = False,
+        resume: bool = False,
+    ) -> int:
+        run: RunConfig = handle.config
+        if resume:
+            raise ConfigError("classifier runs cannot be resumed; train again (minutes on CPU)")
+        if run.body.get("torch_threads"):
+            torch.set_num_threads(int(run.body["torch_threads"]))
+        torch.manual_seed(run.seed)
+        model = self._model(run)
+        config = _classifier_config(run)
+        path = Path(handle.path)
+        log = path / "history.csv"
+
+        def on_eval(iteration: int, record: dict[str, float]) -> bool:
+            new = not log.exists()
+            with log.open("a", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=list(record))
+                if new:
+                    writer.writeheader()
+                writer.writerow(record)
+            torch.save(model.state_dict(), path / "model.pt")
+            handle.write_status(num_timesteps=iteration)
+            if progress_bar:
+                print(
+                    f"iteration {iteration}: loss {record['loss']:.3f}, "
+                    f"test accuracy {record['test_accuracy']:.3f}",
+                    flush=True,
+                )
+            return all(cb(iteration, record) is not False for cb in callbacks)
+
+        history = train_classifier(
+            model, *_data(run), config=config, transform=_transform(run), callback=on_eval
+        )
+        torch.save(model.state_dict(), path / "model.pt")
+        return int(history[-1]["iteration"]) if history else 0
+
+    def load(self, path: Path, run: RunConfig, which: str = "best") -> nn.Module:
+        model = self._model(run)
+        state = torch.load(Path(path) / "model.pt", map_location="cpu", weights_only=True)
+        model.load_state_dict(state)
+        return model.eval()
+
+    def evaluate(
+        self,
+        path: Path,
+        run: RunConfig,
+        n_episodes: int | None = None,
+        which: str = "best",
+        seed: int | None = None,
+    ) -> dict[str, Any]:
+        """Test accuracy on the run's fixed transformed test set (``test_size`` images)."""
+        model = self.load(path, run, which)
+        _, _, test_images, test_labels = _data(run)
+        config = _classifier_config(run)
+        if n_episodes:
+            config = dataclasses.replace(config, test_size=int(n_episodes))
+        if seed is not None:
+            config = dataclasses.replace(config, seed=int(seed))
+        x, y = fixed_test_set(test_images, test_labels, config, _transform(run))
+        return {
+            "experiment": run.experiment,
+            "tag": run.tag,
+            "budget": run.budget,
+            "model": "model.pt",
+            "n_test": len(y),
+            "test_accuracy": evaluate_classifier(model, x, y),
+        }
