@@ -223,6 +223,7 @@ def make_egocentric_doorkey(
     penalty: float = -0.01,
     actions: Sequence[int] = (0, 1, 2, 3, 5),
     scale: Scale = "max",
+    render_mode: str | None = None,
 ) -> gym.Env:
     """The book's DoorKey task: egocentric scaled view, 5 actions, step penalty (E2).
 
@@ -242,7 +243,9 @@ def make_egocentric_doorkey(
     if size not in DOORKEY_SIZES:
         raise ValueError(f"DoorKey size must be one of {DOORKEY_SIZES}, got {size!r}")
     max_steps = require_int(max_steps, "max_steps")
-    env = gym.make(f"MiniGrid-DoorKey-{size}x{size}-v0", max_steps=max_steps)
+    env = gym.make(
+        f"MiniGrid-DoorKey-{size}x{size}-v0", max_steps=max_steps, render_mode=render_mode
+    )
     env = EgocentricGridObservation(env, scale=scale)
     env = ActionSubset(env, actions=actions)
     return StepPenalty(env, penalty=penalty)

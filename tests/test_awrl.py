@@ -356,7 +356,8 @@ def test_content_only_is_permutation_equivariant(
     with torch.no_grad():
         tokens = ext.tokens(obs)
         permuted = ext.tokens(obs[:, :, perm])
-    torch.testing.assert_close(permuted, tokens[:, perm], rtol=1e-5, atol=1e-5)
+    # float32 sums in a new order: ~4e-5 absolute noise seen at 9 features x 4 steps
+    torch.testing.assert_close(permuted, tokens[:, perm], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(permuted.sum(1), tokens.sum(1), rtol=1e-5, atol=1e-4)
 
 

@@ -8,6 +8,7 @@ import json
 import shlex
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from zoo.config import ConfigError, list_experiments, load_runs, parse_overrides
 
@@ -35,7 +36,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     import zoo
 
-    command = "attn-zoo " + shlex.join(sys.argv[1:])
+    command = "attn-zoo " + shlex.join(args.argv)
     progress = not args.no_progress and sys.stdout.isatty()
     try:
         if args.resume:
@@ -99,7 +100,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     result = zoo.evaluate(
         args.run, n_episodes=args.episodes, which=args.which, seed=args.seed, write=args.write
     )
-    printable = {k: v for k, v in result.items() if not k.endswith("_episodes")}
+    printable = {k: v for k, v in result.items() if k != "episodes"}
     print(json.dumps(printable, indent=1) if args.json else f"{args.run}: {_headline(result)}")
     return 0
 
@@ -168,8 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", default="runs", help="where run folders go")
     p.add_argument("--run-dir", help="use this folder for the run (one matrix cell only)")
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--report", action="store_true",
-                   help="also plot the curves and attention figures into each run folder")
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="also plot the curves and attention figures into each run folder",
+    )
     p.set_defaults(func=_cmd_train)
 
     p = sub.add_parser("evaluate", help="evaluate a trained run on its test episodes")
@@ -206,10 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, FileNotFoundError) as err:
+    except (ConfigError, FileNotFoundError, ValueError) as err:
         print(f"attn-zoo: error: {err}", file=sys.stderr)
         return 2
 

@@ -166,6 +166,8 @@ class EvalConfig:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any] | None) -> EvalConfig:
+        if raw is not None and not isinstance(raw, Mapping):
+            raise ConfigError(f"'eval' must be a mapping of evaluation settings, got {raw!r}")
         raw = dict(raw or {})
         names = [f.name for f in dataclasses.fields(cls)]
         for key in raw:
@@ -301,7 +303,12 @@ def _apply_budget(raw: dict[str, Any], budget: str, name: str) -> dict[str, Any]
             f"{name} has no budget {budget!r}; it has: {', '.join(budgets) or 'none'}."
             f"{nearest(budget, budgets)}"
         )
-    update = dict(budgets.get(budget) or {})
+    update = budgets.get(budget) or {}
+    if not isinstance(update, dict):
+        raise ConfigError(
+            f"{name}: budgets.{budget} must be a mapping of overrides, got {update!r}"
+        )
+    update = dict(update)
     body = {k: v for k, v in raw.items() if k != "budgets"}
     matrix_update = update.pop("matrix", None)
     body = deep_merge(body, update)
@@ -347,6 +354,8 @@ def _substitute(value: Any, variables: Mapping[str, Any]) -> Any:
 def expand(body: dict[str, Any], known_keys: Iterable[str]) -> list[tuple[str, dict[str, Any]]]:
     """Every ``(tag, body)`` cell of the config's matrix (one ``("", body)`` without one)."""
     matrix = body.get("matrix") or {}
+    if not isinstance(matrix, dict):
+        raise ConfigError(f"'matrix' must be a mapping of axis -> values, got {matrix!r}")
     base = {k: v for k, v in body.items() if k != "matrix"}
     if not matrix:
         return [("", base)]
@@ -359,6 +368,14 @@ def expand(body: dict[str, Any], known_keys: Iterable[str]) -> list[tuple[str, d
             axes.append([(axis, str(v), v) for v in values])
         else:
             raise ConfigError(f"matrix axis {axis!r} must be a non-empty list or mapping")
+    text = yaml.safe_dump(base)
+    for axis, values in matrix.items():
+        used = "{" + axis + "}" in text
+        if isinstance(values, list) and axis.split(".")[0] not in known and not used:
+            raise ConfigError(
+                f"matrix axis {axis!r} is neither a config key nor a {{{axis}}} template "
+                f"variable used by the config.{nearest(axis.split('.')[0], known)}"
+            )
     cells = []
     for combo in itertools.product(*axes):
         cell = copy.deepcopy(base)
@@ -405,6 +422,8 @@ def load_runs(
     from zoo.trainers import get_trainer
 
     name, raw, source = find_experiment(name_or_path)
+    if not isinstance(raw.get("matrix") or {}, dict):
+        raise ConfigError(f"{name}: 'matrix' must be a mapping of axis -> values")
     body = _apply_budget(raw, budget, name)
     overrides = dict(overrides or {})
     if seed is not None:
@@ -418,6 +437,8 @@ def load_runs(
             set_dotted(body, key, value)
     if "algo" not in body:
         raise ConfigError(f"{name}: missing required key 'algo'")
+    if not isinstance(body["algo"], str):
+        raise ConfigError(f"{name}: 'algo' must be a string, got {body['algo']!r}")
     trainer = get_trainer(body["algo"])
     known = set(COMMON_KEYS) | set(trainer.config_keys(body))
     runs = []

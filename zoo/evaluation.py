@@ -156,6 +156,11 @@ class KeepBestCallback(BaseCallback):
 
     def _on_training_start(self) -> None:
         self._last_bucket = self.num_timesteps // self.cfg.freq
+        # A resumed run restarts from its checkpoint: evaluations after it will be redone.
+        kept = [h for h in self.history if h["step"] <= self.num_timesteps]
+        if len(kept) != len(self.history):
+            self.history = kept
+            self.best = max((h["score"] for h in kept), default=-np.inf)
 
     def _on_step(self) -> bool:
         bucket = self.num_timesteps // self.cfg.freq
@@ -185,6 +190,7 @@ class KeepBestCallback(BaseCallback):
             for metric in ("mean_reward", "mean_length", "success_rate"):
                 if r[metric] is not None:
                     self.logger.record(f"eval/{name}/{metric}", r[metric])
+        self.logger.dump(self.num_timesteps)
         if self.on_eval is not None:
             self.on_eval(self.num_timesteps, results)
         return record

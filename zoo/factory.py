@@ -9,6 +9,8 @@ life-loss and reward-clipping wrappers) -> ``env_wrapper`` in order -> ``DummyVe
 from __future__ import annotations
 
 import inspect
+import sys
+import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from stable_baselines3.common.vec_env import (
 )
 
 import attn_envs  # noqa: F401  (registers the attn_envs/... ids)
+from attn_policies.extractors import POLICIES
 from zoo.config import ConfigError, RunConfig, nearest
 from zoo.registry import resolve
 
@@ -85,12 +88,19 @@ def check_kwargs(
     leading positional parameters the caller fills itself (``self``, ``env``, ...).
     """
     label = getattr(target, "__name__", str(target))
-    if isinstance(target, type):
-        target = target.__init__
-    params = list(inspect.signature(target).parameters.values())[skip:]
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return
-    names = [p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    functions = (
+        [c.__init__ for c in target.__mro__ if "__init__" in vars(c)]
+        if isinstance(target, type)
+        else [target]
+    )
+    names: list[str] = []
+    for k, fn in enumerate(functions):
+        params = list(inspect.signature(fn).parameters.values())[skip if k == 0 else 0 :]
+        names += [p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            break
+    else:
+        return  # the chain ends in **kwargs: anything goes
     for key in kwargs:
         if key not in names:
             raise ConfigError(
@@ -122,6 +132,10 @@ def make_env_fn(
     wrappers = resolve_wrappers(wrapper_specs(run.body.get("env_wrapper")))
 
     def thunk() -> gym.Env:
+        if env_id.startswith("ALE/"):  # ale-py registers its ids only when asked
+            import ale_py
+
+            gym.register_envs(ale_py)
         env = gym.make(env_id, **env_kwargs)
         env = Monitor(env, filename=monitor_file)
         for cls, kwargs in wrappers:
@@ -204,8 +218,12 @@ def policy_class(run: RunConfig, algo: type[BaseAlgorithm]) -> type | str:
     try:
         return resolve("policy", policy)
     except ValueError as err:
+        if "." in policy or ":" in policy:
+            raise ConfigError(f"{run.name}: 'policy': {err}") from None
+        hint = nearest(policy, [*aliases, *POLICIES])
         raise ConfigError(
-            f"{run.name}: 'policy': {err} {algo.__name__} also takes {', '.join(aliases)}."
+            f"{run.name}: unknown policy {policy!r}.{hint} {algo.__name__} takes "
+            f"{', '.join(aliases)}, the short names {', '.join(POLICIES)}, or an import path."
         ) from None
 
 
@@ -254,6 +272,21 @@ def resolve_policy_kwargs(run: RunConfig, policy: type) -> dict[str, Any]:
             skip=2,
         )
     return out
+
+
+def _literal_choices(algo: type, key: str) -> tuple[Any, ...] | None:
+    """The allowed values of a ``Literal``-annotated constructor argument, else None."""
+    for cls in algo.__mro__:
+        if "__init__" not in vars(cls):
+            continue
+        try:
+            hints = typing.get_type_hints(cls.__init__, vars(sys.modules[cls.__module__]))
+        except Exception:  # unresolvable forward references: no static check
+            continue
+        if key in hints:
+            hint = hints[key]
+            return typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else None
+    return None
 
 
 def _annotation_types(param: inspect.Parameter) -> tuple[type, ...] | None:
@@ -308,6 +341,12 @@ def resolve_hyperparams(run: RunConfig, algo: type[BaseAlgorithm]) -> dict[str, 
         elif key == "train_freq" and isinstance(value, list):
             value = tuple(value)
         else:
+            choices = _literal_choices(algo, key)
+            if choices is not None and value not in choices:
+                raise ConfigError(
+                    f"{run.name}: {key!r} must be one of {', '.join(map(repr, choices))}, "
+                    f"got {value!r}.{nearest(str(value), map(str, choices))}"
+                )
             types = _annotation_types(params[key])
             if types:
                 check_type(run.name, key, value, types)

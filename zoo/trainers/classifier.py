@@ -74,7 +74,7 @@ def _model_class(run: RunConfig) -> type[nn.Module]:
     )
 
 
-def _classifier_config(run: RunConfig) -> ClassifierConfig:
+def classifier_config(run: RunConfig) -> ClassifierConfig:
     fields = {f.name for f in dataclasses.fields(ClassifierConfig)} - {"seed"}
     kwargs = {k: run.body[k] for k in fields if k in run.body}
     try:
@@ -83,7 +83,7 @@ def _classifier_config(run: RunConfig) -> ClassifierConfig:
         raise ConfigError(f"{run.name}: {err}") from None
 
 
-def _transform(run: RunConfig) -> Any:
+def make_transform(run: RunConfig) -> Any:
     from attn_envs.mnist import MNISTTransform
 
     raw = dict(run.body.get("transform") or {})
@@ -96,7 +96,7 @@ def _transform(run: RunConfig) -> Any:
     return MNISTTransform(**raw)
 
 
-def _data(run: RunConfig) -> tuple[Any, Any, Any, Any]:
+def load_data(run: RunConfig) -> tuple[Any, Any, Any, Any]:
     from attn_envs import mnist
 
     spec = dict(run.body.get("dataset") or {"name": "mnist"})
@@ -138,8 +138,8 @@ class ClassifierTrainer:
                 )
         if spec.get("name", "mnist") not in ("mnist", "synthetic"):
             raise ConfigError(f"{run.name}: dataset.name must be 'mnist' or 'synthetic'")
-        _classifier_config(run)
-        _transform(run)
+        classifier_config(run)
+        make_transform(run)
 
     def probe(self, run: RunConfig) -> None:
         spec = dict(run.body.get("dataset") or {"name": "mnist"})
@@ -165,7 +165,7 @@ class ClassifierTrainer:
             torch.set_num_threads(int(run.body["torch_threads"]))
         torch.manual_seed(run.seed)
         model = self._model(run)
-        config = _classifier_config(run)
+        config = classifier_config(run)
         path = Path(handle.path)
         log = path / "history.csv"
 
@@ -187,7 +187,7 @@ class ClassifierTrainer:
             return all(cb(iteration, record) is not False for cb in callbacks)
 
         history = train_classifier(
-            model, *_data(run), config=config, transform=_transform(run), callback=on_eval
+            model, *load_data(run), config=config, transform=make_transform(run), callback=on_eval
         )
         torch.save(model.state_dict(), path / "model.pt")
         return int(history[-1]["iteration"]) if history else 0
@@ -208,13 +208,13 @@ class ClassifierTrainer:
     ) -> dict[str, Any]:
         """Test accuracy on the run's fixed transformed test set (``test_size`` images)."""
         model = self.load(path, run, which)
-        _, _, test_images, test_labels = _data(run)
-        config = _classifier_config(run)
+        _, _, test_images, test_labels = load_data(run)
+        config = classifier_config(run)
         if n_episodes:
             config = dataclasses.replace(config, test_size=int(n_episodes))
         if seed is not None:
             config = dataclasses.replace(config, seed=int(seed))
-        x, y = fixed_test_set(test_images, test_labels, config, _transform(run))
+        x, y = fixed_test_set(test_images, test_labels, config, make_transform(run))
         return {
             "experiment": run.experiment,
             "tag": run.tag,

@@ -32,11 +32,13 @@ RL_KEYS: dict[str, tuple[type, ...] | None] = {
 
 
 class CheckpointCallback(BaseCallback):
-    """Save ``checkpoints/last*`` every ``save_freq`` steps, and remember rollout starts.
+    """Save ``checkpoints/last*`` every ``save_freq`` steps, at a point a resume can continue.
 
-    On-policy algorithms lose the partial rollout on an interrupt; the checkpoint then
-    records the step count at the start of that rollout, so a resumed run collects it again
-    and ends where an uninterrupted run would.
+    Off-policy algorithms are saved on the step (the replay buffer holds everything). On-policy
+    algorithms are saved at the next rollout start, after the update, so the checkpoint never
+    holds a half-collected rollout; an interrupt likewise records the step count at the start
+    of the current rollout, so a resumed run collects it again and ends where an
+    uninterrupted run would.
     """
 
     def __init__(self, run_dir: Path, save_freq: int) -> None:
@@ -45,6 +47,7 @@ class CheckpointCallback(BaseCallback):
         self.save_freq = save_freq
         self.rollout_start = 0
         self._last_bucket = 0
+        self._pending = False
 
     def _on_training_start(self) -> None:
         self.rollout_start = self.num_timesteps
@@ -53,11 +56,17 @@ class CheckpointCallback(BaseCallback):
 
     def _on_rollout_start(self) -> None:
         self.rollout_start = self.num_timesteps
+        if self._pending:
+            self._pending = False
+            save_checkpoint(self.model, self.dir)
 
     def _on_step(self) -> bool:
         if self.save_freq and self.num_timesteps // self.save_freq > self._last_bucket:
             self._last_bucket = self.num_timesteps // self.save_freq
-            save_checkpoint(self.model, self.dir)
+            if isinstance(self.model, OffPolicyAlgorithm):
+                save_checkpoint(self.model, self.dir)
+            else:
+                self._pending = True
         return True
 
 
@@ -103,13 +112,15 @@ class SB3Trainer:
         env's spaces fails here, before any file is written."""
         try:
             env = factory.make_vec_env(run, n_envs=1)
-        except (TypeError, ValueError) as err:
+        except ConfigError:
+            raise
+        except Exception as err:  # gym id typos, wrappers that do not fit the spaces, ...
             raise ConfigError(f"{run.name}: the env stack does not build: {err}") from err
         try:
             factory.make_model(run, env, probe=True)
         except ConfigError:
             raise
-        except (TypeError, ValueError, RuntimeError, AssertionError) as err:
+        except Exception as err:
             raise ConfigError(f"{run.name}: the model does not fit the env: {err}") from err
         finally:
             env.close()
@@ -125,7 +136,9 @@ class SB3Trainer:
         path: Path = handle.path
         if run.body.get("torch_threads"):
             torch.set_num_threads(int(run.body["torch_threads"]))
-        venv = factory.make_vec_env(run, monitor_dir=path / "monitor", prefix="train_")
+        # One Monitor file set per start or resume: Monitor overwrites existing files.
+        part = len(list((path / "logs").glob("part*"))) if (path / "logs").exists() else 0
+        venv = factory.make_vec_env(run, monitor_dir=path / "monitor", prefix=f"train_p{part}_")
         ckpt = path / "checkpoints"
         if resume:
             if not (ckpt / "last.zip").exists():
@@ -139,7 +152,6 @@ class SB3Trainer:
                 model.load_replay_buffer(ckpt / "last_replay_buffer.pkl")
         else:
             model = factory.make_model(run, venv)
-        part = len(list((path / "logs").glob("part*"))) if (path / "logs").exists() else 0
         model.set_logger(configure(str(path / "logs" / f"part{part}"), ["csv", "tensorboard"]))
 
         n_timesteps = int(run.body["n_timesteps"])
@@ -176,7 +188,7 @@ class SB3Trainer:
             model.get_vec_normalize_env().save(str(path / "vecnormalize.pkl"))
         return int(model.num_timesteps)
 
-    def _model_file(self, path: Path, which: str) -> tuple[Path, Path]:
+    def model_file(self, path: Path, which: str) -> tuple[Path, Path]:
         """The model file and its VecNormalize statistics file (which may not exist)."""
         if which not in ("best", "last"):
             raise ValueError(f"which must be 'best' or 'last', got {which!r}")
@@ -192,7 +204,7 @@ class SB3Trainer:
         raise FileNotFoundError(f"{path} holds no trained model (model.zip or best_model.zip)")
 
     def load(self, path: Path, run: RunConfig, which: str = "best") -> BaseAlgorithm:
-        file, _ = self._model_file(Path(path), which)
+        file, _ = self.model_file(Path(path), which)
         return factory.algo_class(run).load(file, device=run.body.get("device", "cpu"))
 
     def _evaluate_file(
@@ -221,7 +233,7 @@ class SB3Trainer:
         path = Path(path)
         n = int(n_episodes or run.eval.final_episodes)
         seed = run.eval.test_seed if seed is None else int(seed)
-        file, norm = self._model_file(path, which)
+        file, norm = self.model_file(path, which)
         steps, results = self._evaluate_file(run, file, norm, n, seed)
         out: dict[str, Any] = {
             "experiment": run.experiment,
@@ -234,7 +246,7 @@ class SB3Trainer:
             "policies": summary(results),
         }
         if which == "best" and file.name == "best_model.zip":
-            last, last_norm = self._model_file(path, "last")
+            last, last_norm = self.model_file(path, "last")
             steps, last_results = self._evaluate_file(run, last, last_norm, n, seed)
             out["last_model"] = {
                 "model": last.relative_to(path).as_posix(),

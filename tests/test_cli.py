@@ -1,0 +1,235 @@
+"""Tests for zoo.cli (``attn-zoo``) through ``main([...])`` and the console script."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from stable_baselines3.common.callbacks import BaseCallback
+
+import zoo
+import zoo.cli
+from zoo.cli import main
+
+# A cheap PPO run whose episodes can count as solved (terminated before the time limit).
+CARTPOLE: dict[str, Any] = {
+    "algo": "ppo",
+    "env": "CartPole-v1",
+    "policy": "MlpPolicy",
+    "n_steps": 32,
+    "batch_size": 32,
+    "n_epochs": 1,
+    "n_timesteps": 64,
+    "policy_kwargs": {"net_arch": [8]},
+    "eval": {"final_episodes": 3, "success": "terminated"},
+}
+
+
+def write_config(tmp_path: Path, name: str, body: dict[str, Any]) -> Path:
+    path = tmp_path / f"{name}.yml"
+    path.write_text(yaml.safe_dump({name: body}, sort_keys=False))
+    return path
+
+
+def yaml_documents(text: str) -> list[dict[str, Any]]:
+    """The YAML configs ``show`` printed (each starts with a ``# name (budget ...)`` line)."""
+    chunks = [c for c in text.split("\n# ") if c.strip() and not c.startswith("# ...")]
+    return [yaml.safe_load(chunk.split("\n", 1)[1]) for chunk in chunks]
+
+
+class InterruptAt(BaseCallback):
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.step = step
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self.step:
+            raise KeyboardInterrupt
+        return True
+
+
+# --- list and show ----------------------------------------------------------------------------
+
+
+def test_list(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == sorted(zoo.list_experiments())
+    doorkey = next(line for line in lines if line.startswith("doorkey "))
+    assert doorkey.split()[1] == "double_dqn"
+    assert "runs]" not in doorkey
+
+
+def test_list_cells(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--cells", "--budget", "smoke"]) == 0
+    out = capsys.readouterr().out
+    for name in zoo.list_experiments():
+        n = len(zoo.load_runs(name, budget="smoke"))
+        line = next(line for line in out.splitlines() if line.startswith(f"{name} "))
+        assert line.endswith(f"[{n} runs]")
+
+
+def test_show_with_budget_and_set(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", "doorkey", "--budget", "smoke", "--set", "learning_rate=2e-3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# doorkey (budget smoke)")
+    (doc,) = yaml_documents(out)
+    body = doc["doorkey"]
+    smoke = zoo.load_runs("doorkey", budget="smoke")[0]
+    assert body["learning_rate"] == 0.002
+    assert body["n_timesteps"] == smoke.body["n_timesteps"]
+    assert body["eval"]["freq"] == smoke.eval.freq
+
+
+def test_show_matrix_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", "atari_nonlocal", "--budget", "smoke", "--limit", "2"]) == 0
+    out = capsys.readouterr().out
+    n = len(zoo.load_runs("atari_nonlocal", budget="smoke"))
+    assert out.count("# atari_nonlocal/") == 2
+    assert f"# ... and {n - 2} more runs ({n} in all)" in out
+    assert main(["show", "atari_nonlocal", "--budget", "smoke", "--set", "variant=all"]) == 0
+    (doc,) = yaml_documents(capsys.readouterr().out)
+    positions = doc["atari_nonlocal"]["policy_kwargs"]["features_extractor_kwargs"]["positions"]
+    assert positions == ["conv1", "conv2", "conv3", "fc"]
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "must_contain"),
+    [
+        (["show", "doorkey", "--set", "n_timestep=3"], ["'n_timestep'", "'n_timesteps'"]),
+        (["show", "doorkey", "--set", "n_envs=two"], ["'n_envs'"]),
+        (["show", "doorkey", "--set", "eval.selct=x"], ["'eval.selct'"]),
+        (["show", "doorkey", "--budget", "smok"], ["'smok'", "smoke"]),
+        (["show", "doorky"], ["'doorky'", "'doorkey'"]),
+        (["show", "doorkey", "--set", "learning_rate"], ["key=value"]),
+        (["show", "atari_nonlocal", "--set", "variant=fcc"], ["'fcc'", "'fc'"]),
+        (["train"], ["NAME"]),
+        (["train", "atari_nonlocal", "--budget", "smoke", "--set", "game=Pongg"], ["Pongg"]),
+        (["evaluate", "/nonexistent/run"], ["config.yml"]),
+    ],
+    ids=[
+        "unknown-key",
+        "wrong-type",
+        "unknown-eval-key",
+        "unknown-budget",
+        "unknown-experiment",
+        "set-without-value",
+        "unknown-variant",
+        "train-without-name",
+        "unknown-game",
+        "evaluate-not-a-run",
+    ],
+)
+def test_errors_exit_2_with_a_message_naming_the_key(
+    capsys: pytest.CaptureFixture[str], argv: list[str], must_contain: list[str]
+) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("attn-zoo: error: ")
+    for text in must_contain:
+        assert text in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_misfit_wrapper_exits_2_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, "misfit", {**CARTPOLE, "env_wrapper": ["PatchObservation"]})
+    root = tmp_path / "runs"
+    assert main(["train", str(config), "--root", str(root), "--no-progress"]) == 2
+    assert "PatchObservation" in capsys.readouterr().err
+    assert not root.exists()
+
+
+def test_usage_errors_exit_2() -> None:
+    with pytest.raises(SystemExit) as err:
+        main(["frobnicate"])
+    assert err.value.code == 2
+
+
+# --- train and evaluate -----------------------------------------------------------------------
+
+
+def test_train_smoke_into_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["train", "mnist", "--budget", "smoke", "--root", str(tmp_path), "--no-progress"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cells = zoo.load_runs("mnist", budget="smoke")
+    assert len(lines) == len(cells)
+    for line, cell in zip(lines, cells, strict=True):
+        folder, _, headline = line.partition(": ")
+        run = zoo.load(folder)
+        assert Path(folder).parent == tmp_path / "mnist" / cell.tag
+        assert run.status["state"] == "finished"
+        assert headline == f"test accuracy {run.eval['test_accuracy']:.1%}"
+        # command.txt records the command that was run, not the host process's argv.
+        assert (Path(folder) / "command.txt").read_text().strip() == "attn-zoo " + " ".join(argv)
+
+
+def test_train_and_evaluate_print_success(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, "cartpole", CARTPOLE)
+    assert main(["train", str(config), "--root", str(tmp_path), "--no-progress"]) == 0
+    line = capsys.readouterr().out.strip()
+    folder = line.split(": ")[0]
+    assert "deterministic success " in line and "deterministic return " in line
+
+    assert main(["evaluate", folder]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out == line  # the same test episodes give the same headline
+    rate = zoo.load(folder).eval["policies"]["deterministic"]["success_rate"]
+    assert f"deterministic success {rate:.0%}" in out
+
+    assert main(["evaluate", folder, "--json", "--episodes", "2", "--which", "last"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["model"] == "model.zip"
+    assert result["policies"]["deterministic"]["n_episodes"] == 2
+    assert "policies_episodes" not in result  # per-episode lists are left out
+    assert result["n_episodes"] == 2  # ... but not the episode count
+
+
+def test_train_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config(tmp_path, "cartpole", CARTPOLE)
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(config, root=tmp_path, callbacks=[InterruptAt(40)])
+    (folder,) = (tmp_path / "cartpole").iterdir()
+    assert main(["train", "--resume", str(folder), "--no-progress"]) == 0
+    assert capsys.readouterr().out.startswith(f"{folder}: ")
+    assert zoo.load(folder).status["state"] == "finished"
+    assert main(["train", "--resume", str(folder)]) == 2
+    assert "finished" in capsys.readouterr().err
+
+
+def test_keyboard_interrupt_exits_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(zoo, "train_all", interrupted)
+    assert main(["train", "doorkey", "--budget", "smoke", "--no-progress"]) == 130
+    assert "--resume" in capsys.readouterr().err
+
+
+# --- the console script -----------------------------------------------------------------------
+
+
+def test_console_script_lists_experiments() -> None:
+    exe = shutil.which("attn-zoo")
+    assert exe is not None, "attn-zoo is not on PATH (pip install -e .)"
+    done = subprocess.run([exe, "list"], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert {line.split()[0] for line in done.stdout.splitlines()} == set(zoo.list_experiments())
+    bad = subprocess.run(
+        [exe, "show", "doorky"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert bad.returncode == 2 and "'doorkey'" in bad.stderr

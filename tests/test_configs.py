@@ -1,0 +1,67 @@
+"""Acceptance tests over every config in zoo/configs: each budget resolves and validates, and
+``attn-zoo train <any config> --budget smoke`` trains every smoke cell end to end.
+
+Each experiment is its own test (parametrised over ``zoo.list_experiments()``), so a broken
+config names itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import zoo
+from zoo.config import BUDGETS, read_family
+
+EXPERIMENTS = sorted(zoo.list_experiments())
+
+
+def test_there_are_experiments() -> None:
+    assert {"doorkey", "mnist", "atariari", "atari_nonlocal"} <= set(EXPERIMENTS)
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_every_budget_resolves_and_validates(name: str) -> None:
+    for budget in BUDGETS:
+        runs = zoo.load_runs(name, budget=budget)  # validates every matrix cell
+        assert runs, (name, budget)
+        assert {r.budget for r in runs} == {budget}
+        assert {r.experiment for r in runs} == {name}
+        cells = [(r.tag, r.seed) for r in runs]
+        assert len(set(cells)) == len(cells), f"{name}/{budget}: two cells share a folder"
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_has_smoke_and_full_budgets_and_smoke_is_smaller(name: str) -> None:
+    raw = read_family(zoo.list_experiments()[name])[name]
+    assert isinstance(raw.get("description"), str) and raw["description"]
+    budgets = raw.get("budgets") or {}
+    assert {"smoke", "full"} <= set(budgets), f"{name} budgets: {sorted(budgets)}"
+    smoke, full = (zoo.load_runs(name, budget=b) for b in ("smoke", "full"))
+    assert len(smoke) <= len(full)
+    length = "iterations" if smoke[0].algo == "classifier" else "n_timesteps"
+    assert max(r.body[length] for r in smoke) < min(r.body[length] for r in full)
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_smoke_trains_every_cell(name: str, tmp_path: Path) -> None:
+    cells = zoo.load_runs(name, budget="smoke")
+    runs = zoo.train_all(name, budget="smoke", root=tmp_path)
+    assert [r.config.tag for r in runs] == [c.tag for c in cells]
+    for run in runs:
+        assert run.status["state"] == "finished", run.path
+        assert run.path.is_relative_to(tmp_path / name)
+        result = json.loads((run.path / "eval.json").read_text())
+        assert (result["experiment"], result["tag"], result["budget"]) == (
+            name,
+            run.config.tag,
+            "smoke",
+        )
+        if run.config.algo == "classifier":
+            assert 0.0 <= result["test_accuracy"] <= 1.0
+        else:
+            assert run.status["num_timesteps"] >= run.config.body["n_timesteps"]
+            for summary in result["policies"].values():
+                assert summary["n_episodes"] == run.config.eval.final_episodes

@@ -1,0 +1,194 @@
+"""Tests of zoo.record: videos of trained runs with an attention side panel."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import ale_py
+import cv2
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from filelock import FileLock
+from PIL import Image, ImageSequence
+from torch import nn
+
+import zoo
+import zoo.record
+from attn_policies.nonlocal_cnn import NonLocalBlock
+from zoo.record import key_saliency, record, render_panel
+
+# zoo.factory builds ALE ids without registering them (zoo.record does it for itself).
+gym.register_envs(ale_py)
+
+# Smoke DoorKey, smaller: 30-step episodes, 25 gradient steps, one evaluation.
+TINY_DOORKEY = {
+    "n_timesteps": 150,
+    "train_freq": 4,
+    "env_kwargs.max_steps": 30,
+    "eval.n_episodes": 1,
+    "eval.final_episodes": 1,
+}
+
+
+def trained(
+    tmp_path_factory: pytest.TempPathFactory,
+    key: str,
+    experiment: str,
+    seed: int = 0,
+    **overrides: object,
+) -> Path:
+    """A smoke run trained once per session, shared by the xdist workers (file lock)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's folder, common to its workers
+    root = base / "zoo_runs"
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / f"{key}.lock")):
+        marker = root / f"{key}.txt"
+        if marker.exists():
+            return Path(marker.read_text())
+        run = zoo.train(experiment, budget="smoke", root=root / key, seed=seed, overrides=overrides)
+        marker.write_text(str(run.path))
+        return run.path
+
+
+@pytest.fixture(scope="module")
+def doorkey(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return trained(tmp_path_factory, "doorkey_tiny_s0", "doorkey", seed=0, **TINY_DOORKEY)
+
+
+def video_frames(path: Path) -> list[np.ndarray]:
+    """Every decoded frame (RGB) of an MP4 or GIF."""
+    if path.suffix == ".gif":
+        return [np.asarray(f.convert("RGB")) for f in ImageSequence.Iterator(Image.open(path))]
+    capture = cv2.VideoCapture(str(path))
+    frames = []
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        frames.append(frame[..., ::-1])
+    capture.release()
+    return frames
+
+
+def test_doorkey_video_has_one_frame_per_step_and_an_attention_panel(
+    doorkey: Path, tmp_path: Path
+) -> None:
+    out = record(doorkey, out=tmp_path / "v.mp4", n_steps=20)
+    assert out == tmp_path / "v.mp4"
+    capture = cv2.VideoCapture(str(out))
+    assert capture.get(cv2.CAP_PROP_FRAME_COUNT) == 20
+    capture.release()
+    frames = video_frames(out)
+    assert len(frames) == 20
+    height, width, _ = frames[0].shape
+    # MiniGrid's square frame, then a square heat map under a 22-pixel label band.
+    assert height >= zoo.record.MIN_HEIGHT and width == height + height - 22
+    panel = frames[0][30:, height + 10 :].astype(float)
+    assert panel.std() > 10  # a heat map over the view, not an empty panel
+
+    plain = record(doorkey, out=tmp_path / "plain.mp4", n_steps=20, overlay=False)
+    plain_frames = video_frames(plain)
+    assert len(plain_frames) == 20 and plain_frames[0].shape == (height, height, 3)
+
+
+def test_same_seed_same_video_across_episode_resets(doorkey: Path, tmp_path: Path) -> None:
+    # 40 steps cross the 30-step time limit: the video continues into episode 2.
+    a = video_frames(record(doorkey, out=tmp_path / "a.gif", n_steps=40, seed=3, overlay=False))
+    b = video_frames(record(doorkey, out=tmp_path / "b.gif", n_steps=40, seed=3, overlay=False))
+    c = video_frames(record(doorkey, out=tmp_path / "c.gif", n_steps=40, seed=4, overlay=False))
+    assert len(a) == len(b) == len(c) == 40
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not all(np.array_equal(x, y) for x, y in zip(a, c, strict=True))
+
+
+def test_default_path_is_the_run_folder(doorkey: Path) -> None:
+    out = record(doorkey, n_steps=3, which="last", overlay=False)
+    assert out == doorkey / "video.mp4" and out.stat().st_size > 1000
+
+
+def test_gif_fallback_when_opencv_cannot_write_mp4(
+    doorkey: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class NoCodec:
+        def __init__(self, *args: object) -> None:
+            pass
+
+        def isOpened(self) -> bool:  # OpenCV's method name
+            return False
+
+        def release(self) -> None:
+            pass
+
+    monkeypatch.setattr(zoo.record.cv2, "VideoWriter", NoCodec)
+    out = record(doorkey, out=tmp_path / "v.mp4", n_steps=7)
+    assert out == tmp_path / "v.gif" and not (tmp_path / "v.mp4").exists()
+    assert Image.open(out).n_frames == 7
+
+
+def test_a2c_atari_with_non_local_attention(tmp_path_factory: pytest.TempPathFactory) -> None:
+    run = trained(tmp_path_factory, "atari_fc", "atari_nonlocal", variant="fc")
+    out = record(run, out=tmp_path_factory.mktemp("atari") / "v.mp4", n_steps=10)
+    frames = video_frames(out)
+    assert len(frames) == 10
+    height, width, _ = frames[0].shape
+    assert height == 420 and width == 320 + 420 - 22  # 210x160 ALE frame x2, plus the panel
+
+
+def test_model_without_attention_records_without_panel(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    run = trained(tmp_path_factory, "atari_cnn", "atari_nonlocal", variant="cnn")
+    out = record(run, out=tmp_path_factory.mktemp("cnn") / "v.mp4", n_steps=5)
+    frames = video_frames(out)
+    assert len(frames) == 5 and frames[0].shape == (420, 320, 3)
+
+
+def test_ppo_feature_attention_gets_a_bar_strip(tmp_path_factory: pytest.TempPathFactory) -> None:
+    run = trained(tmp_path_factory, "atariari_g", "atariari", model="g_awrl")
+    out = record(run, out=tmp_path_factory.mktemp("ari") / "v.gif", n_steps=4)
+    frames = video_frames(out)
+    assert len(frames) == 4 and frames[0].shape[1] > frames[0].shape[0]
+
+
+def test_errors(tmp_path_factory: pytest.TempPathFactory, doorkey: Path) -> None:
+    mnist = trained(tmp_path_factory, "mnist_rel", "mnist", model="relational")
+    with pytest.raises(ValueError, match="classifier run"):
+        record(mnist)
+    with pytest.raises(ValueError, match="n_steps"):
+        record(doorkey, n_steps=0)
+    with pytest.raises(FileNotFoundError):
+        record(tmp_path_factory.mktemp("not_a_run"))
+
+
+def test_panel_grid_puts_the_largest_weight_brightest() -> None:
+    saliency = np.zeros((7, 7))
+    saliency[2, 5] = 1.0
+    panel = render_panel(saliency, 70)
+    body = panel[22:].astype(int).sum(axis=-1)  # below the label band, 10 px per cell
+    assert np.unravel_index(body.argmax(), body.shape)[0] // 10 == 2
+    assert np.unravel_index(body.argmax(), body.shape)[1] // 10 == 5
+
+
+def test_panel_bars_grow_with_attention() -> None:
+    panel = render_panel(np.array([0.1, 0.5, 0.2, 0.9]), 80)
+    body = panel[22:]
+    lit = (np.abs(body.astype(int) - 32).sum(axis=-1) > 0).sum(axis=0)  # bar height per column
+    heights = lit.reshape(4, 20).max(axis=1)
+    assert np.argsort(heights).tolist() == [0, 2, 1, 3]
+
+
+def test_key_saliency_reads_non_local_rows_and_square_grids() -> None:
+    block = NonLocalBlock(2, form="row")
+    weights = torch.softmax(torch.randn(1, 2 * 3, 5, 5), dim=-1)  # 2 channels x 3 rows, W = 5
+    model = nn.Sequential(block)
+    grid = key_saliency(model, {"0": weights}, "0")
+    assert grid.shape == (3, 5)
+    expected = weights.reshape(1, 2, 3, 5, 5).mean(dim=(1, 3))[0]
+    np.testing.assert_allclose(grid, expected.numpy(), rtol=1e-6)
+    strip = key_saliency(model, {"x": torch.full((1, 2, 8, 8), 1 / 8)}, "x")
+    assert strip.shape == (8,)

@@ -1,0 +1,306 @@
+"""Tests for zoo.runs: run folders, evaluation, interrupt and resume, matrix handling."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.save_util import load_from_zip_file
+
+import zoo
+from zoo.config import ConfigError
+
+# A cheap on-policy config: 2 envs x 32 steps = 64 per rollout, so 200 steps end at 256.
+CARTPOLE_PPO: dict[str, Any] = {
+    "algo": "ppo",
+    "env": "CartPole-v1",
+    "policy": "MlpPolicy",
+    "n_envs": 2,
+    "n_steps": 32,
+    "batch_size": 32,
+    "n_epochs": 1,
+    "n_timesteps": 200,
+    "policy_kwargs": {"net_arch": [16]},
+    "eval": {"freq": 100, "n_episodes": 2, "final_episodes": 3, "n_envs": 2},
+}
+# DoorKey smoke, shorter and with a cheaper evaluation (its 400-step episodes are slow).
+DOORKEY_CHEAP = {
+    "n_timesteps": 160,
+    "eval.freq": 0,
+    "eval.final_episodes": 1,
+    "eval.n_envs": 1,
+    "eval.policies": {"greedy": "deterministic"},
+    "eval.select": None,
+}
+
+
+class InterruptAt(BaseCallback):
+    """Raise KeyboardInterrupt (as Ctrl-C would) once ``num_timesteps`` reaches ``step``."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.step = step
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self.step:
+            raise KeyboardInterrupt
+        return True
+
+
+def write_config(tmp_path: Path, name: str, body: dict[str, Any]) -> Path:
+    path = tmp_path / f"{name}.yml"
+    path.write_text(yaml.safe_dump({name: body}, sort_keys=False))
+    return path
+
+
+def checkpoint_steps(run_dir: Path) -> int:
+    data, _, _ = load_from_zip_file(run_dir / "checkpoints" / "last.zip")
+    return int(data["num_timesteps"])
+
+
+def figures(result: dict[str, Any]) -> dict[str, Any]:
+    """The evaluation figures of an ``eval.json``-like dict (no wall time)."""
+    return {k: v for k, v in result.items() if k != "wall_seconds"}
+
+
+def monitor_rows(run_dir: Path) -> set[str]:
+    rows: set[str] = set()
+    for file in (run_dir / "monitor").glob("train_*.monitor.csv"):
+        rows |= {line for line in file.read_text().splitlines()[2:] if line}
+    return rows
+
+
+def only_run_dir(root: Path, experiment: str) -> Path:
+    (path,) = (root / experiment).iterdir()
+    return path
+
+
+# --- a full smoke run -------------------------------------------------------------------------
+
+
+def test_doorkey_smoke_run_folder_and_evaluation(tmp_path: Path) -> None:
+    run = zoo.train("doorkey", budget="smoke", root=tmp_path, command="attn-zoo train doorkey")
+    path = run.path
+    assert path.parent == tmp_path / "doorkey"
+    assert path.name.startswith("0-")
+    n_timesteps = run.config.body["n_timesteps"]
+
+    status = json.loads((path / "status.json").read_text())
+    assert status["state"] == "finished"
+    assert status["num_timesteps"] == n_timesteps
+    assert status["wall_seconds"] > 0
+    assert (path / "command.txt").read_text() == "attn-zoo train doorkey\n"
+
+    # config.yml is the resolved run and loads back as it.
+    loaded = zoo.load(path)
+    assert loaded.config.body | {"eval": None} == run.config.body | {"eval": None}
+    assert loaded.config.eval == run.config.eval
+    assert (loaded.config.budget, loaded.config.tag) == ("smoke", "")
+
+    for name in ("model.zip", "best_model.zip", "evaluations.json", "eval.json"):
+        assert (path / name).is_file(), name
+    assert (path / "checkpoints" / "last.zip").is_file()
+    assert (path / "checkpoints" / "last_replay_buffer.pkl").is_file()
+    assert checkpoint_steps(path) == n_timesteps
+    (monitor,) = (path / "monitor").glob("*.monitor.csv")  # one env, one part
+    assert monitor.name.startswith("train_")
+    # DQN dumps its log every 4 episodes, which a 300-step smoke run never completes.
+    assert (path / "logs" / "part0" / "progress.csv").is_file()
+    assert list((path / "logs" / "part0").glob("events.out.tfevents.*"))
+
+    # Evaluations at every multiple of eval.freq; the best model is one of them.
+    history = json.loads((path / "evaluations.json").read_text())
+    freq = run.config.eval.freq
+    assert [h["step"] for h in history] == list(range(freq, n_timesteps + 1, freq))
+    assert history[0].get("best") is True
+
+    result = run.eval
+    assert (result["experiment"], result["budget"], result["model"]) == (
+        "doorkey",
+        "smoke",
+        "best_model.zip",
+    )
+    assert set(result["policies"]) == set(run.config.eval.policies)
+    for summary in result["policies"].values():
+        assert summary["n_episodes"] == run.config.eval.final_episodes
+        assert summary["success_rate"] is not None
+    assert result["last_model"]["num_timesteps"] == n_timesteps
+
+    # The same test episodes again: the figures of eval.json exactly, from a Run or a path.
+    assert figures(zoo.evaluate(run)) == figures(result)
+    last = zoo.evaluate(str(path), which="last", n_episodes=1)
+    assert last["model"] == "model.zip" and last["n_episodes"] == 1
+
+    assert run.model("best").num_timesteps in [h["step"] for h in history if h.get("best")]
+    assert run.model("last").num_timesteps == n_timesteps
+
+    with pytest.raises(ConfigError, match="finished"):
+        zoo.resume(path)
+
+
+# --- interrupt and resume ---------------------------------------------------------------------
+
+
+def test_off_policy_interrupt_and_resume(tmp_path: Path) -> None:
+    full_steps = DOORKEY_CHEAP["n_timesteps"]
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(
+            "doorkey",
+            budget="smoke",
+            overrides=DOORKEY_CHEAP,
+            root=tmp_path,
+            callbacks=[InterruptAt(100)],  # after learning_starts: the weights have moved
+        )
+    path = only_run_dir(tmp_path, "doorkey")
+    status = json.loads((path / "status.json").read_text())
+    assert (status["state"], status["num_timesteps"]) == ("interrupted", 100)
+    assert checkpoint_steps(path) == 100
+    assert (path / "checkpoints" / "last_replay_buffer.pkl").is_file()
+    assert not (path / "model.zip").exists() and not (path / "eval.json").exists()
+
+    run = zoo.resume(path)
+    assert run.path == path
+    assert run.status["state"] == "finished"
+    assert run.status["num_timesteps"] == full_steps == run.config.body["n_timesteps"]
+    assert run.eval["num_timesteps"] == full_steps
+    assert (run.config.budget, run.eval["budget"]) == ("smoke", "smoke")
+    assert sorted(p.name for p in (path / "logs").iterdir()) == ["part0", "part1"]
+    # The replay buffer came back: 99 transitions before the interrupt (the 100th step's
+    # transition is stored after the callbacks) plus 60 after, unless oversampling filled it.
+    model = run.model("last")
+    model.load_replay_buffer(path / "checkpoints" / "last_replay_buffer.pkl")
+    assert model.replay_buffer.full or model.replay_buffer.pos >= full_steps - 1
+
+
+def test_on_policy_interrupt_mid_rollout_and_resume(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "cartppo", CARTPOLE_PPO)
+    plain = zoo.train(config, root=tmp_path / "plain")
+    assert plain.status["num_timesteps"] == 256  # whole rollouts: 4 x 64
+
+    root = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(config, root=root, callbacks=[InterruptAt(90)])  # in the 2nd rollout
+    path = only_run_dir(root, "cartppo")
+    status = json.loads((path / "status.json").read_text())
+    # The partial rollout is dropped: the checkpoint is at its start and collects it again.
+    assert (status["state"], status["num_timesteps"]) == ("interrupted", 64)
+    assert checkpoint_steps(path) == 64
+
+    run = zoo.resume(path)
+    assert run.status["state"] == "finished"
+    assert run.status["num_timesteps"] == plain.status["num_timesteps"] == 256
+    assert run.eval["last_model"]["num_timesteps"] == 256
+    steps = [h["step"] for h in json.loads((path / "evaluations.json").read_text())]
+    plain_steps = [h["step"] for h in json.loads((plain.path / "evaluations.json").read_text())]
+    assert steps == plain_steps == [100, 200]
+    assert figures(zoo.evaluate(path)) == figures(run.eval)
+    with (path / "logs" / "part1" / "progress.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    # The resumed part logs its own rollouts, up to the uninterrupted run's step count.
+    steps = [int(r["time/total_timesteps"]) for r in rows if r.get("time/total_timesteps")]
+    assert steps and steps[0] > 64 and steps[-1] == 256
+
+
+def test_resume_keeps_the_monitor_episodes_logged_before_the_interrupt(tmp_path: Path) -> None:
+    """Learning curves (zoo.plots) read monitor/train_*.monitor.csv: a resume must not
+    overwrite the episodes of the first part."""
+    config = write_config(tmp_path, "cartppo", CARTPOLE_PPO)
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(config, root=tmp_path, callbacks=[InterruptAt(90)])
+    path = only_run_dir(tmp_path, "cartppo")
+    before = monitor_rows(path)
+    assert before  # CartPole episodes end within 90 random steps
+    zoo.resume(path)
+    assert before <= monitor_rows(path)
+
+
+def test_on_policy_resume_keeps_one_evaluation_per_point(tmp_path: Path) -> None:
+    """Interrupted right after an evaluation inside a rollout, the resumed run evaluates that
+    point again (same weights); evaluations.json must still list each step once."""
+    config = write_config(tmp_path, "cartppo", CARTPOLE_PPO)
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(config, root=tmp_path, callbacks=[InterruptAt(100)])
+    path = only_run_dir(tmp_path, "cartppo")
+    zoo.resume(path)
+    steps = [h["step"] for h in json.loads((path / "evaluations.json").read_text())]
+    assert steps == [100, 200]
+
+
+class CrashAt(InterruptAt):
+    """Fail like a crash or a kill would: no KeyboardInterrupt handler runs."""
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self.step:
+            raise RuntimeError("crash")
+        return True
+
+
+def test_on_policy_resume_after_a_crash_ends_where_an_uninterrupted_run_would(
+    tmp_path: Path,
+) -> None:
+    """After a crash only the periodic checkpoint is left; saved mid-rollout (step 80 of the
+    64..128 rollout) it must still resume to the uninterrupted run's 256 steps."""
+    config = write_config(tmp_path, "cartppo", {**CARTPOLE_PPO, "save_freq": 20})
+    with pytest.raises(RuntimeError, match="crash"):
+        zoo.train(config, root=tmp_path, callbacks=[CrashAt(90)])
+    path = only_run_dir(tmp_path, "cartppo")
+    assert json.loads((path / "status.json").read_text())["state"] == "running"
+    run = zoo.resume(path)
+    assert run.status["num_timesteps"] == 256
+
+
+def test_resume_without_checkpoint_raises(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "cartppo", CARTPOLE_PPO)
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(config, root=tmp_path, callbacks=[InterruptAt(2)])
+    path = only_run_dir(tmp_path, "cartppo")
+    (path / "checkpoints" / "last.zip").unlink()
+    with pytest.raises(ConfigError, match="checkpoint"):
+        zoo.resume(path)
+
+
+def test_load_needs_a_run_folder(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"config\.yml"):
+        zoo.load(tmp_path)
+
+
+# --- matrices ---------------------------------------------------------------------------------
+
+GRID = {
+    **CARTPOLE_PPO,
+    "n_envs": 1,
+    "n_timesteps": 32,
+    "eval": {"final_episodes": 1},
+    "matrix": {"variant": {"small": {"policy_kwargs": {"net_arch": [4]}}, "big": {}}},
+}
+
+
+def test_train_on_a_matrix_needs_one_cell(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "grid", GRID)
+    with pytest.raises(ConfigError) as err:
+        zoo.train(config, root=tmp_path / "runs")
+    assert "2 runs" in str(err.value) and "small" in str(err.value)
+    assert "train_all" in str(err.value)
+    assert not (tmp_path / "runs").exists()
+
+    run = zoo.train(config, overrides={"variant": "small"}, root=tmp_path / "runs")
+    assert run.path.parent == tmp_path / "runs" / "grid" / "small"
+    assert run.config.tag == "small"
+    assert zoo.load(run.path).config.tag == "small"
+    assert run.eval["tag"] == "small"
+
+
+def test_train_all_trains_every_cell(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "grid", GRID)
+    runs = zoo.train_all(config, root=tmp_path, seed=4)
+    assert [r.config.tag for r in runs] == ["small", "big"]
+    for run in runs:
+        assert run.path.parent == tmp_path / "grid" / run.config.tag
+        assert run.path.name.startswith("4-")
+        assert run.status["state"] == "finished"
+        assert (run.path / "eval.json").is_file()

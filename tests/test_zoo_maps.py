@@ -1,0 +1,146 @@
+"""Tests of zoo.maps: the attention figures of trained runs, chosen by env."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+import pytest
+from filelock import FileLock
+from PIL import Image
+
+import zoo
+import zoo.maps
+from attn_policies.maps import doorkey_nodes
+from zoo.maps import run_maps
+
+# zoo.factory builds ALE ids without registering them (zoo.record does it for itself).
+gym.register_envs(ale_py)
+
+# Smoke DoorKey, smaller: 30-step episodes, 25 gradient steps, one evaluation.
+TINY_DOORKEY = {
+    "n_timesteps": 150,
+    "train_freq": 4,
+    "env_kwargs.max_steps": 30,
+    "eval.n_episodes": 1,
+    "eval.final_episodes": 1,
+}
+
+
+def trained(
+    tmp_path_factory: pytest.TempPathFactory,
+    key: str,
+    experiment: str,
+    seed: int = 0,
+    **overrides: object,
+) -> Path:
+    """A smoke run trained once per session, shared by the xdist workers (file lock)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's folder, common to its workers
+    root = base / "zoo_runs"
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / f"{key}.lock")):
+        marker = root / f"{key}.txt"
+        if marker.exists():
+            return Path(marker.read_text())
+        run = zoo.train(experiment, budget="smoke", root=root / key, seed=seed, overrides=overrides)
+        marker.write_text(str(run.path))
+        return run.path
+
+
+def assert_png(path: Path, min_bytes: int = 15_000) -> tuple[int, int]:
+    assert path.is_file() and path.stat().st_size > min_bytes
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        return image.size
+
+
+def spy(monkeypatch: pytest.MonkeyPatch, name: str) -> list[dict[str, Any]]:
+    """Record the arguments zoo.maps passes to one of its figure functions."""
+    calls: list[dict[str, Any]] = []
+    real = getattr(zoo.maps, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        calls.append({"args": args, **kwargs})
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(zoo.maps, name, wrapper)
+    return calls
+
+
+def test_doorkey_figure_shows_agent_key_and_door(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained(tmp_path_factory, "doorkey_tiny_s0", "doorkey", seed=0, **TINY_DOORKEY)
+    calls = spy(monkeypatch, "doorkey_attention_figure")
+    paths = run_maps(run, out_dir=tmp_path)
+    assert paths == [tmp_path / "attention_doorkey.png"]
+    width, height = assert_png(paths[0])
+    assert width > 500 and height > 500  # 3 nodes x 3 heads
+    obs = calls[0]["args"][1]
+    assert set(doorkey_nodes(obs)) == {"agent", "key", "door"}
+    # Default folder: the run's own; "last" loads the final model.
+    assert run_maps(run, which="last") == [run / "attention_doorkey.png"]
+
+
+def test_atari_non_local_saliency_per_layer(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained(tmp_path_factory, "atari_fc", "atari_nonlocal", variant="fc")
+    calls = spy(monkeypatch, "saliency_figure")
+    paths = run_maps(run, out_dir=tmp_path)
+    assert paths == [tmp_path / "attention_features_extractor_cnn_attn_fc.png"]
+    assert_png(paths[0])
+    (call,) = calls
+    assert call["rows"] == 7  # 32 channels x 7 rows of the 7x7 conv3 map
+    assert call["args"][2].shape == (210, 160, 3)  # drawn over the rendered ALE frame
+
+
+def test_ppo_distractor_features(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained(tmp_path_factory, "atariari_g", "atariari", model="g_awrl")
+    calls = spy(monkeypatch, "feature_attention_figure")
+    paths = run_maps(run, out_dir=tmp_path, seed=5)
+    assert paths == [tmp_path / "attention_features.png"]
+    assert_png(paths[0])
+    assert calls[0]["seed"] == 5
+    # The run normalises observations: the figure's env applies the saved statistics.
+    env = calls[0]["args"][1]
+    assert isinstance(env, gym.wrappers.TransformObservation)
+
+
+def test_relational_mnist_digits(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained(tmp_path_factory, "mnist_rel", "mnist", model="relational")
+    calls = spy(monkeypatch, "plot_grid_attention")
+    paths = run_maps(run, out_dir=tmp_path)
+    names = [p.name for p in paths]
+    assert names == [
+        "attention_mnist.png",
+        "attention_mnist_digit0.png",
+        "attention_mnist_digit1.png",
+    ]
+    for path in paths:
+        assert_png(path, min_bytes=5_000)
+    assert [c["batch_index"] for c in calls] == [0, 1]
+    assert all(c["grid_shape"] == (16, 16) for c in calls)  # 28x28 -> four 4x4 convs -> 16x16
+    weights = np.asarray(calls[0]["args"][0])
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-5)  # softmax rows
+
+
+def test_models_without_attention_raise(tmp_path_factory: pytest.TempPathFactory) -> None:
+    cnn = trained(tmp_path_factory, "atari_cnn", "atari_nonlocal", variant="cnn")
+    with pytest.raises(ValueError, match="no attention layer"):
+        run_maps(cnn)
+    mnist_cnn = trained(tmp_path_factory, "mnist_cnn", "mnist", model="cnn")
+    with pytest.raises(ValueError, match=r"CNNMNIST.*no attention layer"):
+        run_maps(mnist_cnn)
+    with pytest.raises(FileNotFoundError):
+        run_maps(tmp_path_factory.mktemp("not_a_run"))

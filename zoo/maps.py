@@ -1,0 +1,353 @@
+"""The attention figures of a trained run, chosen by its env (``attn-zoo maps``).
+
+- DoorKey (``env`` contains ``DoorKey``): book fig. 10.24, the attention of the agent, key
+  and door nodes per head over the egocentric view
+  (:func:`~attn_policies.maps.doorkey_attention_figure`), on an observation where all three
+  are in view: the model acts from seeded resets until one shows up.
+- Distractor feature envs (``Distractor`` in ``env``): thesis fig. 4.4.2, feature-by-feature
+  maps over a short rollout (:func:`~attn_policies.maps.feature_attention_figure`).
+- Image envs: per attention layer whose keys are a feature map, the attention each position
+  receives over the rendered frame (book fig. 10.25,
+  :func:`~attn_policies.maps.saliency_figure`); for patch-token observations
+  (``PatchObservation`` without overlap) the most attended patches boxed on the screen the
+  model saw (:func:`~attn_policies.maps.top_patches_figure`).
+- Classifier runs with attention (``relational_mnist``): transformed test digits with the
+  attention each node receives, and per digit the attention of a few query nodes
+  (:func:`~attn_policies.maps.plot_grid_attention`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pickle
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium.wrappers import TransformObservation
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from stable_baselines3.common.vec_env import VecEnv
+
+from attn_policies.maps import (
+    attention_maps,
+    attention_saliency,
+    doorkey_attention_figure,
+    doorkey_nodes,
+    feature_attention_figure,
+    plot_grid_attention,
+    saliency_figure,
+    top_patches_figure,
+)
+from zoo import factory
+from zoo.plots import run_identity
+from zoo.record import (
+    first_observation,
+    grab_frame,
+    has_attention,
+    layer_module,
+    layer_rows,
+    open_env,
+    policy_module,
+    vecnormalize_file,
+)
+from zoo.runs import Run, load
+
+DOORKEY_ATTEMPTS = 20
+"""Seeded resets tried (``seed``, ``seed + 1``, ...) to find agent, key and door in view."""
+DOORKEY_STEPS = 40
+"""Steps the model acts from each reset while looking for them."""
+IMAGE_WARMUP = 30
+"""Steps the model acts before an image env's snapshot (the first frames are often empty)."""
+FEATURE_STEPS = 4
+"""Panels (rollout steps) of a feature attention figure."""
+MNIST_DIGITS = 6
+"""Test digits in a classifier run's summary figure (the first two also get node figures)."""
+DPI = 120
+
+
+def run_maps(
+    run: str | Path,
+    out_dir: str | Path | None = None,
+    which: str = "best",
+    seed: int = 0,
+) -> list[Path]:
+    """Write the attention figures of a trained run (see the module docstring) as PNGs.
+
+    Args:
+        run: a run folder.
+        out_dir: where the PNGs go; default the run folder.
+        which: ``"best"`` or ``"last"`` model (classifier runs have one).
+        seed: seed of the env resets (or of the test digits drawn).
+
+    Returns:
+        The PNG paths.
+
+    Raises:
+        ValueError: if the model has no attention layer, or none of its layers fits a figure.
+        FileNotFoundError: if the folder is not a run or holds no trained model.
+    """
+    handle = load(run)
+    out = Path(out_dir) if out_dir is not None else handle.path
+    out.mkdir(parents=True, exist_ok=True)
+    model = handle.model(which)
+    if not has_attention(model):
+        name = type(policy_module(model)).__name__
+        raise ValueError(
+            f"{handle.path}: the model ({name}) has no attention layer, so there are no "
+            "attention maps to draw"
+        )
+    if handle.config.algo == "classifier":
+        return _classifier_maps(handle, model, out, seed)
+    env_id = str(handle.config.body.get("env", ""))
+    if "DoorKey" in env_id:
+        return [_doorkey_map(handle, model, out, which, seed)]
+    if "Distractor" in env_id:
+        return [_feature_map(handle, model, out, which, seed)]
+    return _image_maps(handle, model, out, which, seed)
+
+
+def _save(fig: Figure, path: Path, title: str) -> Path:
+    fig.suptitle(title, fontsize=10)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")  # long tick labels stay in view
+    return path
+
+
+def _name(handle: Run) -> str:
+    """``experiment/tag`` of the run (``zoo.load`` keeps only the experiment)."""
+    return run_identity(handle.path)[0]
+
+
+def _slug(layer: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", layer).strip("_") or "layer"
+
+
+def _doorkey_map(handle: Run, model: Any, out: Path, which: str, seed: int) -> Path:
+    """Book fig. 10.24 on the first observation that shows agent, key and door."""
+    venv = open_env(handle, which, render=False)
+    best, best_nodes, where = None, {}, ""
+    try:
+        for attempt in range(DOORKEY_ATTEMPTS):
+            venv.seed(seed + attempt)
+            obs = venv.reset()
+            state, starts = None, np.ones(1, dtype=bool)
+            for step in range(DOORKEY_STEPS):
+                nodes = doorkey_nodes(obs[0])
+                if len(nodes) > len(best_nodes):
+                    best, best_nodes = obs[0].copy(), nodes
+                    where = f"reset seed {seed + attempt}, step {step}"
+                if len(best_nodes) == 3:
+                    break
+                action, state = model.predict(
+                    obs, state=state, episode_start=starts, deterministic=True
+                )
+                obs, _, starts, _ = venv.step(action)
+            if len(best_nodes) == 3:
+                break
+    finally:
+        venv.close()
+    fig = doorkey_attention_figure(model, best)
+    missing = sorted({"agent", "key", "door"} - set(best_nodes))
+    note = f"; not in view: {', '.join(missing)}" if missing else ""
+    return _save(
+        fig,
+        out / "attention_doorkey.png",
+        f"{_name(handle)}: attention per head ({where}{note})",
+    )
+
+
+def _feature_map(handle: Run, model: Any, out: Path, which: str, seed: int) -> Path:
+    """Thesis fig. 4.4.2 over a short rollout of one env (normalised as in training)."""
+    if handle.config.body.get("frame_stack"):
+        raise ValueError(
+            f"{handle.path}: feature maps need the env's own observations, but frame_stack "
+            "stacks them outside the env; stack inside the env (its 'stack' argument) instead"
+        )
+    env = factory.make_single_env(handle.config)
+    stats = vecnormalize_file(handle.path, which)
+    if handle.config.body.get("normalize") and stats.exists():
+        # The saved VecNormalize (the object SB3 pickles) normalises one observation as well.
+        with stats.open("rb") as fh:
+            norm = pickle.load(fh)
+        env = TransformObservation(
+            env, lambda o: norm.normalize_obs(o).astype(np.float32), env.observation_space
+        )
+    try:
+        fig = feature_attention_figure(model, env, n_steps=FEATURE_STEPS, seed=seed)
+    finally:
+        env.close()
+    return _save(
+        fig,
+        out / "attention_features.png",
+        f"{_name(handle)}: feature attention over {FEATURE_STEPS} steps "
+        f"(mean over heads, seed {seed})",
+    )
+
+
+def _patch_view(venv: VecEnv, obs: Any, n_keys: int) -> tuple[np.ndarray, int, np.ndarray] | None:
+    """``(screen, patch_size, origins)`` when the keys are non-overlapping patch tokens.
+
+    The screen is reassembled from the tokens themselves (newest stacked frame), so the
+    boxes land on the patches as the model saw them, shuffled or not.
+    """
+    env = venv.unwrapped.envs[0]
+    try:
+        origins = np.asarray(env.get_wrapper_attr("patch_origins"))
+        size = int(env.get_wrapper_attr("patch_size"))
+        stride = int(env.get_wrapper_attr("stride"))
+        grid = tuple(env.get_wrapper_attr("grid_shape"))
+    except AttributeError:
+        return None
+    tokens = first_observation(obs)
+    if stride != size or len(origins) != n_keys or tokens.shape[0] != n_keys:
+        return None
+    if tokens.size % (n_keys * size * size):
+        return None
+    from attn_envs.patches import unpatchify
+
+    image = unpatchify(tokens.reshape(n_keys, size, size, -1), grid)
+    screen = image if image.shape[-1] in (1, 3) else image[..., -1]
+    return screen, size, origins
+
+
+def _image_maps(handle: Run, model: Any, out: Path, which: str, seed: int) -> list[Path]:
+    """Saliency (feature-map keys) or top patches (patch keys) per attention layer."""
+    venv = open_env(handle, which, render=True)
+    try:
+        venv.seed(seed)
+        obs = venv.reset()
+        state, starts = None, np.ones(1, dtype=bool)
+        for _ in range(IMAGE_WARMUP):
+            action, state = model.predict(
+                obs, state=state, episode_start=starts, deterministic=True
+            )
+            obs, _, starts, _ = venv.step(action)
+        frame = grab_frame(venv)
+        maps = attention_maps(model, obs)
+        paths, skipped = [], []
+        for layer, weights in maps.items():
+            name = f"{_name(handle)}: {layer} (step {IMAGE_WARMUP}, seed {seed})"
+            path = out / f"attention_{_slug(layer)}.png"
+            patches = _patch_view(venv, obs, weights.shape[-1])
+            if patches is not None:
+                screen, size, origins = patches
+                neuron = "Neuron" in type(layer_module(model, layer)).__name__
+                fig = top_patches_figure(
+                    model,
+                    obs,
+                    screen,
+                    patch_size=size,
+                    origins=origins,
+                    layer=layer,
+                    method="argmax" if neuron else "votes",
+                )
+                paths.append(_save(fig, path, name))
+                continue
+            rows = layer_rows(model, layer, weights)
+            n_keys = weights.shape[-1]
+            if rows is None and math.isqrt(n_keys) ** 2 != n_keys:
+                skipped.append(f"{layer} ({n_keys} keys)")
+                continue
+            background = frame if frame is not None else _newest_frame(obs)
+            fig = saliency_figure(model, obs, background, layer=layer, rows=rows)
+            paths.append(_save(fig, path, name))
+    finally:
+        venv.close()
+    if not paths:
+        raise ValueError(
+            f"{handle.path}: no attention layer has keys that are image positions or patches: "
+            f"{', '.join(skipped)}"
+        )
+    return paths
+
+
+def _newest_frame(obs: Any) -> np.ndarray:
+    single = first_observation(obs)
+    if single.ndim == 3:
+        return single[..., -1] if single.shape[-1] <= 4 else single[-1]
+    return single
+
+
+def _classifier_maps(handle: Run, model: Any, out: Path, seed: int) -> list[Path]:
+    """Transformed test digits with attention received, and node maps of the first two."""
+    from attn_policies.algorithms.supervised import fixed_test_set
+    from zoo.trainers.classifier import classifier_config, load_data, make_transform
+
+    _, _, test_images, test_labels = load_data(handle.config)
+    config = dataclasses.replace(
+        classifier_config(handle.config), seed=seed, test_size=MNIST_DIGITS
+    )
+    x, y = fixed_test_set(test_images, test_labels, config, make_transform(handle.config))
+    maps = attention_maps(model, x)
+    layer = next(iter(maps))
+    weights = maps[layer]  # (B, heads, N, N)
+    with torch.no_grad():
+        predicted = model(x).argmax(dim=-1)
+    stem = getattr(getattr(model, "trunk", None), "stem", None)
+    if stem is not None:
+        with torch.no_grad():
+            grid = tuple(stem(x[:1]).shape[-2:])
+    else:
+        side = math.isqrt(weights.shape[-1])
+        grid = (side, side)
+    if grid[0] * grid[1] != weights.shape[-1]:
+        raise ValueError(f"{handle.path}: {weights.shape[-1]} attention keys are not a grid")
+    images = x[:, 0].numpy()
+    # Nodes of a stride-1 valid-conv stem sit at the centres of their receptive fields: the
+    # grid covers the image's middle, (H - rows) / 2 pixels in from each side.
+    off = ((images.shape[1] - grid[0]) / 2, (images.shape[2] - grid[1]) / 2)
+    received = attention_saliency(weights).numpy().reshape(-1, *grid)
+
+    fig = Figure(figsize=(2.0 * len(images), 4.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, len(images), squeeze=False)
+    extent = (off[1] - 0.5, off[1] + grid[1] - 0.5, off[0] + grid[0] - 0.5, off[0] - 0.5)
+    for k, image in enumerate(images):
+        axes[0, k].imshow(image, cmap="gray", vmin=0, vmax=1)
+        axes[0, k].set_title(f"label {int(y[k])}, predicted {int(predicted[k])}", fontsize=8)
+        axes[1, k].imshow(image, cmap="gray", vmin=0, vmax=1)
+        axes[1, k].imshow(
+            received[k], cmap="viridis", alpha=0.6, extent=extent, interpolation="nearest"
+        )
+        axes[1, k].set_xlim(-0.5, image.shape[1] - 0.5)
+        axes[1, k].set_ylim(image.shape[0] - 0.5, -0.5)
+    for ax in axes.ravel():
+        ax.set_xticks([])
+        ax.set_yticks([])
+    axes[0, 0].set_ylabel("transformed digit")
+    axes[1, 0].set_ylabel("attention received")
+    paths = [
+        _save(
+            fig,
+            out / "attention_mnist.png",
+            f"{_name(handle)}: {layer}, mean over heads and queries",
+        )
+    ]
+
+    r0, c0 = int(off[0]), int(off[1])
+    for k in range(min(2, len(images))):
+        crop = images[k, r0 : r0 + grid[0], c0 : c0 + grid[1]]
+        ink = crop.sum()
+        rows, cols = np.indices(grid)
+        centre = (
+            (round(float((rows * crop).sum() / ink)), round(float((cols * crop).sum() / ink)))
+            if ink > 0
+            else (grid[0] // 2, grid[1] // 2)
+        )
+        nodes = {
+            "ink centre": centre,
+            "most attended": int(received[k].argmax()),
+            "corner": (0, 0),
+        }
+        fig = plot_grid_attention(weights, nodes, grid_shape=grid, batch_index=k, frame=crop)
+        paths.append(
+            _save(
+                fig,
+                out / f"attention_mnist_digit{k}.png",
+                f"digit {k} (label {int(y[k])}): query nodes' attention",
+            )
+        )
+    return paths

@@ -1,0 +1,409 @@
+"""Videos of trained runs, with the attention the model pays beside each frame.
+
+:func:`record` rolls a run's model out deterministically in one env built like the
+training env (gym wrappers, frame stacking, the run's saved ``VecNormalize`` statistics) and
+writes an MP4 (OpenCV's ``mp4v``; an animated GIF where that codec is missing). When the
+model has attention layers each frame gets a side panel: the attention every key token
+receives, averaged over heads and queries (:func:`~attn_policies.maps.attention_saliency`),
+drawn as a grid when the keys are one (DoorKey's 7x7 view, upright over the view; a
+non-local layer's feature map over the newest observation frame) and as a bar strip
+otherwise. Colours are scaled per frame from the smallest to the largest weight.
+
+The helpers :func:`open_env`, :func:`grab_frame` and :func:`key_saliency` are shared with
+:mod:`zoo.maps`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import cv2
+import gymnasium as gym
+import numpy as np
+import torch
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+from torch import nn
+
+from attn_policies.attention import AttentionCapture
+from attn_policies.maps import attention_maps, attention_saliency, doorkey_frame
+from zoo import factory
+from zoo.runs import Run, load
+
+MIN_HEIGHT = 256
+"""Frames are scaled up by an integer factor to at least this many pixel rows."""
+FPS = 15
+_TITLE_BAND = 22  # pixel rows above the attention panel for its label
+
+
+def ensure_registered(env_id: str) -> None:
+    """Register the env family an id needs beyond ``attn_envs`` (ALE's ``ALE/...`` ids)."""
+    if env_id.startswith("ALE/"):
+        import ale_py
+
+        gym.register_envs(ale_py)
+
+
+def vecnormalize_file(path: Path, which: str) -> Path:
+    """The ``VecNormalize`` statistics saved with the model ``which`` picks (may not exist)."""
+    from zoo.trainers.sb3 import SB3Trainer
+
+    return SB3Trainer().model_file(Path(path), which)[1]
+
+
+def open_env(run: Run, which: str = "best", render: bool = True) -> VecEnv:
+    """One env of the run as a 1-env VecEnv, wrapped like training, for evaluation.
+
+    Frame stacking applies as configured; ``VecNormalize`` (if the run uses it) is loaded
+    from the statistics saved with the model ``which`` picks, frozen, rewards raw. With
+    ``render`` the env renders ``rgb_array`` frames (:func:`grab_frame`); an env whose
+    factory does not take ``render_mode`` is built without and switched afterwards.
+    """
+    ensure_registered(str(run.config.body.get("env", "")))
+    try:
+        venv = factory.make_vec_env(
+            run.config, n_envs=1, training=False, render_mode="rgb_array" if render else None
+        )
+    except TypeError:
+        if not render:
+            raise
+        # e.g. attn_envs' DoorKey factory has no render_mode argument; MiniGrid reads the
+        # attribute at render time, so setting it on the base env is enough.
+        venv = factory.make_vec_env(run.config, n_envs=1, training=False)
+        for env in getattr(venv.unwrapped, "envs", []):
+            env.unwrapped.render_mode = "rgb_array"
+    if isinstance(venv, VecNormalize):
+        stats = vecnormalize_file(run.path, which)
+        if stats.exists():
+            venv = VecNormalize.load(str(stats), venv.venv)
+        venv.training, venv.norm_reward = False, False
+    return venv
+
+
+def grab_frame(venv: VecEnv) -> np.ndarray | None:
+    """The first env's rendered RGB frame ``(H, W, 3)`` uint8, or None if it renders none."""
+    envs = getattr(venv.unwrapped, "envs", None)
+    try:
+        frame = envs[0].render() if envs else venv.get_images()[0]
+    except Exception:  # an env that cannot render is still recorded, from its observations
+        return None
+    if frame is None:
+        return None
+    frame = np.asarray(frame)
+    if frame.ndim == 2:
+        frame = np.repeat(frame[..., None], 3, axis=-1)
+    return np.ascontiguousarray(frame[..., :3]).astype(np.uint8)
+
+
+def policy_module(model: Any) -> nn.Module:
+    """The ``nn.Module`` whose forward pass :func:`attention_maps` runs for ``model``."""
+    return model.policy if isinstance(model, BaseAlgorithm) else model
+
+
+def has_attention(model: Any) -> bool:
+    """Whether the model has a layer that records attention (an ``AttentionCapture``)."""
+    module = policy_module(model)
+    return isinstance(module, nn.Module) and any(
+        isinstance(m, AttentionCapture) for m in module.modules()
+    )
+
+
+def pick_layer(maps: dict[str, torch.Tensor]) -> str | None:
+    """The layer a panel shows: the last recorded one, preferring the actor's over a
+    separate critic extractor's (SB3's ``vf_features_extractor``)."""
+    names = [n for n in maps if "vf_features_extractor" not in n] or list(maps)
+    return names[-1] if names else None
+
+
+def layer_module(model: Any, layer: str) -> nn.Module | None:
+    """The submodule behind a recorded layer name (``name[i]`` for repeated calls)."""
+    name = re.sub(r"\[\d+\]$", "", layer)
+    try:
+        return policy_module(model).get_submodule("" if name == "self" else name)
+    except AttributeError:
+        return None
+
+
+def layer_rows(model: Any, layer: str, weights: torch.Tensor) -> int | None:
+    """Rows of a row-form ``NonLocalBlock``'s feature map (its heads are (channel, row)
+    pairs), None for any other layer."""
+    module = layer_module(model, layer)
+    if getattr(module, "form", None) == "row" and hasattr(module, "channels"):
+        return weights.shape[1] // int(module.channels)
+    return None
+
+
+def key_saliency(model: Any, maps: dict[str, torch.Tensor], layer: str) -> np.ndarray:
+    """Attention each key receives in ``layer`` (mean over heads and queries), sample 0.
+
+    Returns ``(rows, cols)`` when the keys form a grid: a row-form ``NonLocalBlock``'s
+    feature map, or a square number of keys read row-major; otherwise ``(K,)``.
+
+    Example:
+        >>> w = {"a": torch.full((1, 2, 9, 9), 1 / 9)}
+        >>> key_saliency(nn.Identity(), w, "a").shape
+        (3, 3)
+    """
+    weights = maps[layer]
+    rows = layer_rows(model, layer, weights)
+    if rows is not None:
+        return attention_saliency(weights, rows=rows)[0].float().numpy()
+    saliency = attention_saliency(weights)[0].float().numpy()
+    side = math.isqrt(saliency.size)
+    return saliency.reshape(side, side) if side * side == saliency.size else saliency
+
+
+def _colour(values: np.ndarray) -> np.ndarray:
+    """Values in [0, 1] -> viridis RGB uint8, same shape plus a channel axis."""
+    grey = np.clip(np.rint(values * 255), 0, 255).astype(np.uint8)
+    bgr = cv2.applyColorMap(grey.reshape(-1, 1), cv2.COLORMAP_VIRIDIS).reshape(*grey.shape, 3)
+    return bgr[..., ::-1]
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    span = float(x.max() - x.min()) if x.size else 0.0
+    return (x - x.min()) / span if span > 0 else np.zeros_like(x, dtype=np.float64)
+
+
+def _as_rgb(image: np.ndarray) -> np.ndarray:
+    image = np.asarray(image)
+    if image.dtype != np.uint8:
+        image = np.clip(_normalise(image.astype(np.float64)) * 255, 0, 255).astype(np.uint8)
+    return np.repeat(image[..., None], 3, axis=-1) if image.ndim == 2 else image[..., :3]
+
+
+def render_panel(
+    saliency: np.ndarray | None,
+    size: int,
+    background: np.ndarray | None = None,
+    title: str = "",
+) -> np.ndarray:
+    """A ``(size + 22, size, 3)`` uint8 attention panel (see the module docstring).
+
+    ``saliency`` is ``(rows, cols)`` (a heat map, stretched over ``background`` if given)
+    or ``(K,)`` (a bar per key); None draws an empty panel.
+
+    Example:
+        >>> render_panel(np.arange(49.0).reshape(7, 7), 70).shape
+        (92, 70, 3)
+    """
+    panel = np.full((size + _TITLE_BAND, size, 3), 32, np.uint8)
+    body = panel[_TITLE_BAND:]
+    if saliency is None:
+        _text(body, "no attention recorded", (6, size // 2))
+    elif saliency.ndim == 2:
+        heat = cv2.resize(
+            _colour(_normalise(saliency)), (size, size), interpolation=cv2.INTER_NEAREST
+        )
+        if background is not None:
+            under = cv2.resize(_as_rgb(background), (size, size), interpolation=cv2.INTER_NEAREST)
+            heat = cv2.addWeighted(heat, 0.55, under, 0.45, 0)
+        body[:] = heat
+    else:
+        values = _normalise(saliency.astype(np.float64))
+        height = size - 4
+        tops = np.rint(values * (height - 1)).astype(int) + 1  # every key shows a sliver
+        mask = np.arange(height)[::-1, None] < tops[None, :]  # (height, K)
+        bars = np.where(mask[..., None], _colour(values)[None], np.uint8(32)).astype(np.uint8)
+        body[4:] = cv2.resize(bars, (size, height), interpolation=cv2.INTER_NEAREST)
+    _text(panel, title, (4, 15), scale=0.4)
+    return panel
+
+
+def _text(image: np.ndarray, text: str, org: tuple[int, int], scale: float = 0.45) -> None:
+    """White text on a black box, readable on any frame."""
+    font = cv2.FONT_HERSHEY_SIMPLEX
+    (width, height), base = cv2.getTextSize(text, font, scale, 1)
+    x, y = org
+    cv2.rectangle(image, (x - 2, y - height - 3), (x + width + 2, y + base), (0, 0, 0), -1)
+    cv2.putText(image, text, org, font, scale, (255, 255, 255), 1, cv2.LINE_AA)
+
+
+def first_observation(obs: Any) -> np.ndarray:
+    """Env 0's observation of a VecEnv batch (a Dict's ``"observation"`` or first entry)."""
+    if isinstance(obs, dict):
+        obs = obs["observation"] if "observation" in obs else next(iter(obs.values()))
+    return np.asarray(obs)[0]
+
+
+def _panel_background(obs: Any, saliency: np.ndarray, doorkey: bool) -> np.ndarray | None:
+    """What a grid panel is drawn over: the upright DoorKey view, or the newest frame of an
+    image observation when the grid is a feature map of it; None otherwise."""
+    single = first_observation(obs)
+    if doorkey and single.ndim == 3 and saliency.shape == single.shape[1:]:
+        try:
+            return doorkey_frame(single)
+        except ValueError:  # not a max-scaled MiniGrid view after all
+            return None
+    if single.ndim == 3 and min(single.shape[0], single.shape[-1]) <= 4:
+        channels_last = single.shape[-1] <= 4
+        newest = single[..., -1] if channels_last else single[-1]
+        return newest if min(newest.shape) >= 16 else None
+    return None
+
+
+class _Writer:
+    """MP4 through OpenCV, or an animated GIF (PIL) when the path says so or mp4v is missing."""
+
+    def __init__(self, path: Path, fps: int, size: tuple[int, int]) -> None:
+        self.path, self.fps, self.frames = path, fps, []
+        self.video = None
+        if path.suffix.lower() != ".gif":
+            video = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, size)
+            if video.isOpened():
+                self.video = video
+            else:
+                video.release()
+                self.path = path.with_suffix(".gif")
+
+    def write(self, rgb: np.ndarray) -> None:
+        if self.video is not None:
+            self.video.write(np.ascontiguousarray(rgb[..., ::-1]))
+        else:
+            self.frames.append(rgb)
+
+    def close(self) -> Path:
+        if self.video is not None:
+            self.video.release()
+        elif self.frames:
+            from PIL import Image
+
+            images = [Image.fromarray(f) for f in self.frames]
+            images[0].save(
+                self.path,
+                save_all=True,
+                append_images=images[1:],
+                duration=round(1000 / self.fps),
+                loop=0,
+            )
+        return self.path
+
+
+def _fixed_size(frame: np.ndarray, shape: tuple[int, int] | None) -> np.ndarray:
+    """``frame`` scaled up by an integer factor to ``MIN_HEIGHT`` rows, or to ``shape``."""
+    if shape is None:
+        factor = max(1, math.ceil(MIN_HEIGHT / frame.shape[0]))
+        shape = (frame.shape[0] * factor, frame.shape[1] * factor)
+    if frame.shape[:2] != shape:
+        frame = cv2.resize(frame, (shape[1], shape[0]), interpolation=cv2.INTER_NEAREST)
+    return frame
+
+
+def _observation_image(obs: Any, doorkey: bool) -> np.ndarray:
+    """A stand-in frame for envs that render nothing: the observation itself."""
+    single = first_observation(obs)
+    if doorkey:
+        try:
+            return doorkey_frame(single)
+        except ValueError:
+            pass
+    if single.ndim == 3 and min(single.shape[0], single.shape[-1]) <= 4:
+        single = single[..., -1] if single.shape[-1] <= 4 else single[-1]
+    if single.ndim != 2:
+        single = single.reshape(1, -1)
+    return _as_rgb(single)
+
+
+def record(
+    run: str | Path,
+    out: str | Path | None = None,
+    n_steps: int = 300,
+    which: str = "best",
+    seed: int = 0,
+    overlay: bool = True,
+) -> Path:
+    """Record ``n_steps`` frames of the run's model acting deterministically.
+
+    Episodes reset automatically, so the video runs across episode ends; each frame is the
+    state the model acts on, captioned with its episode and step.
+
+    Args:
+        run: a run folder.
+        out: the video file; default ``<run>/video.mp4``. A ``.gif`` suffix writes a GIF.
+        n_steps: frames (env steps) to record.
+        which: ``"best"`` or ``"last"`` model.
+        seed: seed of the env resets.
+        overlay: draw the attention panel when the model has attention (ignored otherwise).
+
+    Returns:
+        The file written: ``out``, or the same path with ``.gif`` where OpenCV cannot write
+        ``mp4v``.
+
+    Raises:
+        ValueError: for a classifier run (no env to record) or ``n_steps < 1``.
+        FileNotFoundError: if the folder is not a run or holds no trained model.
+    """
+    handle = load(run)
+    if handle.config.algo == "classifier":
+        raise ValueError(
+            f"{handle.path} is a classifier run (algo: classifier): there is no environment "
+            "to record; `attn-zoo maps` draws its attention"
+        )
+    if n_steps < 1:
+        raise ValueError(f"n_steps must be at least 1, got {n_steps}")
+    model = handle.model(which)
+    overlay = overlay and has_attention(model)
+    doorkey = "DoorKey" in str(handle.config.body.get("env", ""))
+    out_path = Path(out) if out is not None else handle.path / "video.mp4"
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+
+    venv = open_env(handle, which)
+    writer: _Writer | None = None
+    shape: tuple[int, int] | None = None
+    try:
+        venv.seed(seed)
+        obs = venv.reset()
+        fps = int(min(FPS, (venv.metadata or {}).get("render_fps") or FPS))
+        state, starts = None, np.ones(1, dtype=bool)
+        episode, step_in_episode = 1, 0
+        for _ in range(n_steps):
+            raw = grab_frame(venv)
+            frame = _fixed_size(raw if raw is not None else _observation_image(obs, doorkey), shape)
+            shape = frame.shape[:2]
+            frame = frame.copy()
+            _text(frame, f"episode {episode}  step {step_in_episode}", (6, 18))
+            if overlay:
+                frame = np.concatenate(
+                    [frame, _attention_panel(model, obs, doorkey, shape)], axis=1
+                )
+            frame = _even(frame)
+            if writer is None:
+                writer = _Writer(out_path, fps, (frame.shape[1], frame.shape[0]))
+            writer.write(frame)
+            action, state = model.predict(
+                obs, state=state, episode_start=starts, deterministic=True
+            )
+            obs, _, dones, infos = venv.step(action)
+            starts = dones
+            step_in_episode += 1
+            # Monitor's "episode" marks a true end (Atari's life-loss resets do not count).
+            if dones[0] and "episode" in infos[0]:
+                episode, step_in_episode = episode + 1, 0
+    finally:
+        venv.close()
+        path = writer.close() if writer is not None else out_path
+    return path
+
+
+def _even(frame: np.ndarray) -> np.ndarray:
+    """Crop to even width and height (what H.264-style encoders and players expect)."""
+    return frame[: frame.shape[0] // 2 * 2, : frame.shape[1] // 2 * 2]
+
+
+def _attention_panel(model: Any, obs: Any, doorkey: bool, shape: tuple[int, int]) -> np.ndarray:
+    """The side panel for one observation, ``shape[0]`` rows high and as wide."""
+    size = shape[0] - _TITLE_BAND
+    maps = attention_maps(model, obs)
+    layer = pick_layer(maps)
+    if layer is None:  # e.g. a layer that declined to record an oversized map
+        return render_panel(None, size, title="attention")
+    saliency = key_saliency(model, maps, layer)
+    if doorkey and saliency.ndim == 2:
+        saliency = saliency.T  # MiniGrid views are [x, y]: show them upright
+    background = _panel_background(obs, saliency, doorkey) if saliency.ndim == 2 else None
+    short = re.sub(r"^(q_net\.)?(pi_)?(features_extractor\.)?", "", layer)
+    short = short if len(short) <= 30 else "..." + short[-27:]
+    return render_panel(saliency, size, background, title=f"{short}: attention received")
