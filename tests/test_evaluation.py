@@ -198,6 +198,17 @@ def test_evaluate_modes_and_select_score() -> None:
     assert select_score(results, "eps/mean_length") > select_score(results, "greedy/mean_length")
 
 
+def test_final_policies_run_only_in_the_final_test() -> None:
+    env = vec_env([5])
+    cfg = EvalConfig(policies={"greedy": "deterministic"}, final_policies={"eps": 1.0})
+    during = evaluate_modes(ConstantModel(0), env, cfg, 4, seed=0)  # type: ignore[arg-type]
+    final = evaluate_modes(ConstantModel(0), env, cfg, 4, seed=0, final=True)  # type: ignore[arg-type]
+    env.close()
+    assert list(during) == ["greedy"] and list(final) == ["greedy", "eps"]
+    with pytest.raises(ValueError, match=r"final_policies\.eps"):
+        EvalConfig(final_policies={"eps": 2.0})
+
+
 # --- KeepBestCallback -------------------------------------------------------------------------
 
 

@@ -125,7 +125,7 @@ def test_doorkey_smoke_run_folder_and_evaluation(tmp_path: Path) -> None:
         "smoke",
         "best_model.zip",
     )
-    assert set(result["policies"]) == set(run.config.eval.policies)
+    assert set(result["policies"]) == {*run.config.eval.policies, *run.config.eval.final_policies}
     for summary in result["policies"].values():
         assert summary["n_episodes"] == run.config.eval.final_episodes
         assert summary["success_rate"] is not None
@@ -304,3 +304,35 @@ def test_train_all_trains_every_cell(tmp_path: Path) -> None:
         assert run.path.name.startswith("4-")
         assert run.status["state"] == "finished"
         assert (run.path / "eval.json").is_file()
+
+
+def test_curriculum_trains_each_stage_and_resumes_into_the_right_stage(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train("doorkey_curriculum", budget="smoke", root=root, callbacks=[InterruptAt(130)])
+    path = next((root / "doorkey_curriculum").iterdir())
+    assert json.loads((path / "status.json").read_text())["num_timesteps"] == 130
+    monitors = sorted(p.name for p in (path / "monitor").iterdir())
+    assert monitors == ["train_p0_s0_0.monitor.csv", "train_p0_s1_0.monitor.csv"]
+
+    run = zoo.resume(path)
+    assert run.status["num_timesteps"] == run.config.body["n_timesteps"] == 200
+    # The resumed part finishes stage 1 (6x6) and trains stage 2 (8x8); 5x5 is not redone.
+    resumed = sorted(p.name for p in (path / "monitor").iterdir() if "_p1_" in p.name)
+    assert resumed == ["train_p1_s1_0.monitor.csv", "train_p1_s2_0.monitor.csv"]
+    env_ids = {
+        json.loads(p.read_text().splitlines()[0][1:])["env_id"]
+        for p in (path / "monitor").iterdir()
+    }
+    assert env_ids == {f"attn_envs/EgocentricDoorKey-{n}x{n}-v0" for n in (5, 6, 8)}
+
+
+def test_curriculum_stage_sums_and_keys_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(zoo.ConfigError, match="sum of the curriculum"):
+        zoo.load_runs("doorkey_curriculum", budget="smoke", overrides={"n_timesteps": 150})
+    with pytest.raises(zoo.ConfigError, match="curriculum\\[0\\] may set"):
+        zoo.load_runs(
+            "doorkey_curriculum",
+            budget="smoke",
+            overrides={"curriculum": [{"env": "x", "n_timesteps": 200, "gamma": 0.9}]},
+        )

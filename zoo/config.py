@@ -106,6 +106,8 @@ class EvalConfig:
         n_envs: parallel evaluation envs (episodes are split evenly across them).
         policies: name -> ``"deterministic"``, ``"stochastic"`` or an ε in ``[0, 1]``
             (ε-greedy around the deterministic action, for value-based agents).
+        final_policies: more policies of the same form, for the final test only (they cost
+            no time during training).
         select: ``"<policy>/<metric>"`` that picks the best model (``success_rate``,
             ``mean_reward``, ``mean_length``); ties go to the later, more trained model.
         success: how an episode counts as solved: ``"terminated"`` (ended by termination,
@@ -120,6 +122,7 @@ class EvalConfig:
     final_episodes: int = 100
     n_envs: int = 1
     policies: dict[str, Any] = field(default_factory=lambda: {"deterministic": "deterministic"})
+    final_policies: dict[str, Any] = field(default_factory=dict)
     select: str | None = None
     success: str | None = None
     seed: int = 1_000_000
@@ -136,15 +139,18 @@ class EvalConfig:
             raise ConfigError("eval.n_envs and eval.n_episodes must be at least 1")
         if not isinstance(self.policies, dict) or not self.policies:
             raise ConfigError(f"eval.policies must be a non-empty mapping, got {self.policies!r}")
-        for name, mode in self.policies.items():
-            ok = mode in ("deterministic", "stochastic") or (
-                isinstance(mode, (int, float)) and not isinstance(mode, bool) and 0 <= mode <= 1
-            )
-            if not ok:
-                raise ConfigError(
-                    f"eval.policies.{name} must be 'deterministic', 'stochastic' or an epsilon "
-                    f"in [0, 1], got {mode!r}"
+        if not isinstance(self.final_policies, dict):
+            raise ConfigError(f"eval.final_policies must be a mapping, got {self.final_policies!r}")
+        for block, modes in (("policies", self.policies), ("final_policies", self.final_policies)):
+            for name, mode in modes.items():
+                ok = mode in ("deterministic", "stochastic") or (
+                    isinstance(mode, (int, float)) and not isinstance(mode, bool) and 0 <= mode <= 1
                 )
+                if not ok:
+                    raise ConfigError(
+                        f"eval.{block}.{name} must be 'deterministic', 'stochastic' or an "
+                        f"epsilon in [0, 1], got {mode!r}"
+                    )
         if self.success not in (None, "terminated", "is_success"):
             raise ConfigError(
                 f"eval.success must be 'terminated', 'is_success' or null, got {self.success!r}"

@@ -96,12 +96,19 @@ def evaluate_policy(
 
 
 def evaluate_modes(
-    model: BaseAlgorithm, env: VecEnv, cfg: EvalConfig, n_episodes: int, seed: int
+    model: BaseAlgorithm,
+    env: VecEnv,
+    cfg: EvalConfig,
+    n_episodes: int,
+    seed: int,
+    final: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """:func:`evaluate_policy` for every policy mode of ``cfg``, on the same episode seeds."""
+    """:func:`evaluate_policy` for every policy mode of ``cfg`` (and its ``final_policies``
+    when ``final``), on the same episode seeds."""
+    modes = {**cfg.policies, **cfg.final_policies} if final else cfg.policies
     return {
         name: evaluate_policy(model, env, n_episodes, mode, seed, cfg.success)
-        for name, mode in cfg.policies.items()
+        for name, mode in modes.items()
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize
 
 from zoo import factory
-from zoo.config import ConfigError, RunConfig
+from zoo.config import ConfigError, RunConfig, deep_merge, nearest
 from zoo.evaluation import KeepBestCallback, evaluate_modes, summary
 
 RL_KEYS: dict[str, tuple[type, ...] | None] = {
@@ -28,7 +29,52 @@ RL_KEYS: dict[str, tuple[type, ...] | None] = {
     "policy": (str,),
     "policy_kwargs": (dict,),
     "torch_threads": (int,),
+    "curriculum": (list,),
 }
+
+
+CURRICULUM_KEYS = ("env", "env_kwargs", "env_wrapper", "n_timesteps")
+
+
+def stages(run: RunConfig) -> list[tuple[RunConfig, int]]:
+    """``(stage config, cumulative step count at its end)`` for each curriculum stage.
+
+    A config without ``curriculum`` is one stage of ``n_timesteps``. With it, each stage
+    overrides the env keys (:data:`CURRICULUM_KEYS`) and trains its own ``n_timesteps``,
+    starting from the previous stage's model (same observation and action spaces).
+    """
+    plan = run.body.get("curriculum")
+    if not plan:
+        return [(run, int(run.body["n_timesteps"]))]
+    base = {k: v for k, v in run.body.items() if k != "curriculum"}
+    out, end = [], 0
+    for stage in plan:
+        end += int(stage["n_timesteps"])
+        out.append((dataclasses.replace(run, body=deep_merge(base, stage)), end))
+    return out
+
+
+def check_curriculum(run: RunConfig) -> None:
+    plan = run.body.get("curriculum")
+    if plan is None:
+        return
+    if not isinstance(plan, list) or not plan or not all(isinstance(s, dict) for s in plan):
+        raise ConfigError(f"{run.name}: 'curriculum' must be a non-empty list of stage mappings")
+    for i, stage in enumerate(plan):
+        for key in stage:
+            if key not in CURRICULUM_KEYS:
+                raise ConfigError(
+                    f"{run.name}: curriculum[{i}] may set {', '.join(CURRICULUM_KEYS)}, not "
+                    f"{key!r}.{nearest(key, CURRICULUM_KEYS)}"
+                )
+        if not isinstance(stage.get("n_timesteps"), int) or isinstance(stage["n_timesteps"], bool):
+            raise ConfigError(f"{run.name}: curriculum[{i}] needs an integer 'n_timesteps'")
+    total = sum(stage["n_timesteps"] for stage in plan)
+    if run.body.get("n_timesteps") != total:
+        raise ConfigError(
+            f"{run.name}: n_timesteps ({run.body.get('n_timesteps')}) must equal the sum of "
+            f"the curriculum stages' n_timesteps ({total})"
+        )
 
 
 class CheckpointCallback(BaseCallback):
@@ -105,25 +151,37 @@ class SB3Trainer:
         policy = factory.policy_class(run, algo)
         factory.resolve_policy_kwargs(run, policy)
         factory.resolve_hyperparams(run, algo)
-        factory.resolve_wrappers(factory.wrapper_specs(run.body.get("env_wrapper")))
+        check_curriculum(run)
+        for stage, _ in stages(run):
+            factory.resolve_wrappers(factory.wrapper_specs(stage.body.get("env_wrapper")))
 
     def probe(self, run: RunConfig) -> None:
-        """Build the env and the model once: a wrapper or extractor that does not fit the
-        env's spaces fails here, before any file is written."""
-        try:
-            env = factory.make_vec_env(run, n_envs=1)
-        except ConfigError:
-            raise
-        except Exception as err:  # gym id typos, wrappers that do not fit the spaces, ...
-            raise ConfigError(f"{run.name}: the env stack does not build: {err}") from err
-        try:
-            factory.make_model(run, env, probe=True)
-        except ConfigError:
-            raise
-        except Exception as err:
-            raise ConfigError(f"{run.name}: the model does not fit the env: {err}") from err
-        finally:
-            env.close()
+        """Build each stage's env and the model once: a wrapper or extractor that does not
+        fit the env's spaces fails here, before any file is written."""
+        spaces = None
+        for stage, _ in stages(run):
+            try:
+                env = factory.make_vec_env(stage, n_envs=1)
+            except ConfigError:
+                raise
+            except Exception as err:  # gym id typos, wrappers that do not fit the spaces, ...
+                raise ConfigError(f"{stage.name}: the env stack does not build: {err}") from err
+            try:
+                if spaces is None:
+                    spaces = (env.observation_space, env.action_space)
+                    factory.make_model(stage, env, probe=True)
+                elif (env.observation_space, env.action_space) != spaces:
+                    raise ConfigError(
+                        f"{stage.name}: curriculum stage {stage.body['env']} has spaces "
+                        f"{env.observation_space}, {env.action_space}; the first stage has "
+                        f"{spaces[0]}, {spaces[1]}"
+                    )
+            except ConfigError:
+                raise
+            except Exception as err:
+                raise ConfigError(f"{run.name}: the model does not fit the env: {err}") from err
+            finally:
+                env.close()
 
     def train(
         self,
@@ -136,53 +194,67 @@ class SB3Trainer:
         path: Path = handle.path
         if run.body.get("torch_threads"):
             torch.set_num_threads(int(run.body["torch_threads"]))
-        # One Monitor file set per start or resume: Monitor overwrites existing files.
+        plan = stages(run)
+        # One Monitor file set per start or resume (Monitor overwrites existing files).
         part = len(list((path / "logs").glob("part*"))) if (path / "logs").exists() else 0
-        venv = factory.make_vec_env(run, monitor_dir=path / "monitor", prefix=f"train_p{part}_")
         ckpt = path / "checkpoints"
+        model: BaseAlgorithm | None = None
         if resume:
             if not (ckpt / "last.zip").exists():
                 raise ConfigError(f"{path} has no checkpoint to resume from")
-            if isinstance(venv, VecNormalize):
-                venv = VecNormalize.load(str(ckpt / "last_vecnormalize.pkl"), venv.venv)
             model = factory.algo_class(run).load(
-                ckpt / "last.zip", env=venv, device=run.body.get("device", "cpu")
+                ckpt / "last.zip", device=run.body.get("device", "cpu")
             )
             if isinstance(model, OffPolicyAlgorithm) and (ckpt / "last_replay_buffer.pkl").exists():
                 model.load_replay_buffer(ckpt / "last_replay_buffer.pkl")
-        else:
-            model = factory.make_model(run, venv)
-        model.set_logger(configure(str(path / "logs" / f"part{part}"), ["csv", "tensorboard"]))
+        logger = configure(str(path / "logs" / f"part{part}"), ["csv", "tensorboard"])
 
-        n_timesteps = int(run.body["n_timesteps"])
+        n_timesteps = plan[-1][1]
         save_freq = int(run.body.get("save_freq", 0) or max(n_timesteps // 10, 1))
         checkpoint = CheckpointCallback(path, save_freq)
         cbs: list[Any] = [checkpoint]
         eval_env = None
         if run.eval.freq:
-            eval_env = factory.make_vec_env(run, n_envs=run.eval.n_envs, training=False)
+            # Curricula are evaluated on their last (target) task throughout.
+            eval_env = factory.make_vec_env(plan[-1][0], n_envs=run.eval.n_envs, training=False)
             cbs.append(KeepBestCallback(eval_env, run.eval, path))
         cbs.extend(callbacks)
-        remaining = n_timesteps - model.num_timesteps
+        first_learn = not resume
         try:
-            if remaining > 0:
-                model.learn(
-                    remaining,
-                    callback=cbs,
-                    reset_num_timesteps=not resume,
-                    progress_bar=progress_bar,
-                )
+            for i, (stage, end) in enumerate(plan):
+                if model is not None and model.num_timesteps >= end:
+                    continue
+                prefix = f"train_p{part}_" if len(plan) == 1 else f"train_p{part}_s{i}_"
+                venv = factory.make_vec_env(stage, monitor_dir=path / "monitor", prefix=prefix)
+                if model is None:
+                    model = factory.make_model(stage, venv)
+                else:
+                    if isinstance(venv, VecNormalize) and (ckpt / "last_vecnormalize.pkl").exists():
+                        venv = VecNormalize.load(str(ckpt / "last_vecnormalize.pkl"), venv.venv)
+                    model.set_env(venv)
+                model.set_logger(logger)
+                try:
+                    model.learn(
+                        end - model.num_timesteps,
+                        callback=cbs,
+                        reset_num_timesteps=first_learn,
+                        progress_bar=progress_bar,
+                    )
+                finally:
+                    venv.close()
+                first_learn = False
+                save_checkpoint(model, ckpt)
         except KeyboardInterrupt:
-            if not isinstance(model, OffPolicyAlgorithm):
-                model.num_timesteps = checkpoint.rollout_start
-            save_checkpoint(model, ckpt)
-            handle.write_status(num_timesteps=int(model.num_timesteps))
+            if model is not None:
+                if not isinstance(model, OffPolicyAlgorithm):
+                    model.num_timesteps = checkpoint.rollout_start
+                save_checkpoint(model, ckpt)
+                handle.write_status(num_timesteps=int(model.num_timesteps))
             raise
         finally:
-            venv.close()
             if eval_env is not None:
                 eval_env.close()
-        save_checkpoint(model, ckpt)
+        assert model is not None
         model.save(path / "model.zip")
         if isinstance(model.get_vec_normalize_env(), VecNormalize):
             model.get_vec_normalize_env().save(str(path / "vecnormalize.pkl"))
@@ -211,12 +283,13 @@ class SB3Trainer:
         self, run: RunConfig, model_file: Path, norm: Path, n: int, seed: int
     ) -> tuple[int, dict[str, dict[str, Any]]]:
         model = factory.algo_class(run).load(model_file, device=run.body.get("device", "cpu"))
-        env = factory.make_vec_env(run, n_envs=run.eval.n_envs, training=False)
+        env = factory.make_vec_env(stages(run)[-1][0], n_envs=run.eval.n_envs, training=False)
         if isinstance(env, VecNormalize) and norm.exists():
             env = VecNormalize.load(str(norm), env.venv)
             env.training, env.norm_reward = False, False
         try:
-            return int(model.num_timesteps), evaluate_modes(model, env, run.eval, n, seed)
+            results = evaluate_modes(model, env, run.eval, n, seed, final=True)
+            return int(model.num_timesteps), results
         finally:
             env.close()
 
