@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +9,7 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 import pytest
-from filelock import FileLock
+from _zoo import TINY_DOORKEY, trained
 from PIL import Image
 
 import zoo
@@ -20,37 +19,6 @@ from zoo.maps import run_maps
 
 # zoo.factory builds ALE ids without registering them (zoo.record does it for itself).
 gym.register_envs(ale_py)
-
-# Smoke DoorKey, smaller: 30-step episodes, 25 gradient steps, one evaluation.
-TINY_DOORKEY = {
-    "n_timesteps": 150,
-    "train_freq": 4,
-    "env_kwargs.max_steps": 30,
-    "eval.n_episodes": 1,
-    "eval.final_episodes": 1,
-}
-
-
-def trained(
-    tmp_path_factory: pytest.TempPathFactory,
-    key: str,
-    experiment: str,
-    seed: int = 0,
-    **overrides: object,
-) -> Path:
-    """A smoke run trained once per session, shared by the xdist workers (file lock)."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent  # the session's folder, common to its workers
-    root = base / "zoo_runs"
-    root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root / f"{key}.lock")):
-        marker = root / f"{key}.txt"
-        if marker.exists():
-            return Path(marker.read_text())
-        run = zoo.train(experiment, budget="smoke", root=root / key, seed=seed, overrides=overrides)
-        marker.write_text(str(run.path))
-        return run.path
 
 
 def assert_png(path: Path, min_bytes: int = 15_000) -> tuple[int, int]:

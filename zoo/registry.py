@@ -7,12 +7,11 @@ import path ``"package.module:Name"`` / ``"package.module.Name"``.
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 import torch.nn
 
-from attn_policies.extractors import EXTRACTORS, POLICIES, import_object
+from attn_policies.extractors import EXTRACTORS, POLICIES, _resolve, import_object
 
 ALGOS: dict[str, str] = {
     "ppo": "stable_baselines3:PPO",
@@ -99,14 +98,7 @@ def resolve(kind: str, name: str) -> Any:
         key = key[3:]
     if key in registry:
         return import_object(registry[key])
-    if "." in name or ":" in name:
-        return import_object(name)
-    close = difflib.get_close_matches(name, list(registry), n=3)
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    raise ValueError(
-        f"unknown {kind} {name!r}.{hint} Known: {', '.join(sorted(registry))}, "
-        "or an import path like 'package.module:Name'."
-    )
+    return _resolve(name, registry, kind)
 
 
 def is_activation(obj: Any) -> bool:
