@@ -122,7 +122,7 @@ def resolve_wrappers(specs: list[WrapperSpec]) -> list[tuple[type, dict[str, Any
 
 
 def make_env_fn(
-    run: RunConfig, rank: int = 0, monitor_file: str | None = None, render_mode: str | None = None
+    run: RunConfig, monitor_file: str | None = None, render_mode: str | None = None
 ) -> Callable[[], gym.Env]:
     """A picklable thunk building one env of the run (for Dummy/SubprocVecEnv)."""
     env_id = run.body["env"]
@@ -175,7 +175,7 @@ def make_vec_env(
         if monitor_dir is not None:
             Path(monitor_dir).mkdir(parents=True, exist_ok=True)
             monitor_file = str(Path(monitor_dir) / f"{prefix}{rank}")
-        fns.append(make_env_fn(run, rank, monitor_file, render_mode))
+        fns.append(make_env_fn(run, monitor_file, render_mode))
     vec_cls = SubprocVecEnv if run.body.get("vec_env") == "subproc" and n > 1 else DummyVecEnv
     venv: VecEnv = vec_cls(fns)
     if run.body.get("frame_stack"):

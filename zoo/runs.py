@@ -25,6 +25,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from zoo.config import ConfigError, RunConfig, load_runs
 from zoo.trainers import get_trainer
 
@@ -161,6 +163,8 @@ def _train_one(
 
 def _execute(handle: Run, callbacks: Sequence[Any], progress_bar: bool, resume: bool) -> Run:
     trainer = get_trainer(handle.config.algo)
+    if handle.config.get("torch_threads"):  # every trainer honours the key the same way
+        torch.set_num_threads(int(handle.config.get("torch_threads")))
     wall = float(handle.status.get("wall_seconds", 0.0))
     start = time.perf_counter()
     handle.write_status(state="running")

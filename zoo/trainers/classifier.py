@@ -161,8 +161,6 @@ class ClassifierTrainer:
         run: RunConfig = handle.config
         if resume:
             raise ConfigError("classifier runs cannot be resumed; train again (minutes on CPU)")
-        if run.body.get("torch_threads"):
-            torch.set_num_threads(int(run.body["torch_threads"]))
         torch.manual_seed(run.seed)
         model = self._model(run)
         config = classifier_config(run)

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import configure
@@ -192,8 +191,6 @@ class SB3Trainer:
     ) -> int:
         run: RunConfig = handle.config
         path: Path = handle.path
-        if run.body.get("torch_threads"):
-            torch.set_num_threads(int(run.body["torch_threads"]))
         plan = stages(run)
         # One Monitor file set per start or resume (Monitor overwrites existing files).
         part = len(list((path / "logs").glob("part*"))) if (path / "logs").exists() else 0
