@@ -8,6 +8,10 @@ evaluates a whole population at once with ``torch.func.functional_call`` + ``vma
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -26,9 +30,11 @@ def lstm_cell(cell: nn.LSTMCell, x: Tensor, h: Tensor, c: Tensor) -> tuple[Tenso
         True
     """
     gates = F.linear(x, cell.weight_ih, cell.bias_ih) + F.linear(h, cell.weight_hh, cell.bias_hh)
-    i, f, g, o = gates.chunk(4, dim=-1)
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * torch.tanh(c), c
+    # One sigmoid over all gates (the g quarter is unused) beats three calls on small rows.
+    i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
+    g = torch.tanh(gates.narrow(-1, 2 * cell.hidden_size, cell.hidden_size))
+    c = f * c + i * g
+    return o * torch.tanh(c), c
 
 
 class FlatParameters:
@@ -73,3 +79,23 @@ class FlatParameters:
         with torch.no_grad():
             for param, chunk in zip(params, vec.split([p.numel() for p in params]), strict=True):
                 param.copy_(chunk.view_as(param))
+
+
+@functools.cache
+def keep_large_allocations(threshold: int = 256 << 20) -> bool:
+    """Stop glibc from returning every large tensor buffer to the OS (once per process).
+
+    A batched rollout allocates the same few-MB activations every step; by default glibc
+    serves them with fresh ``mmap`` pages that fault in on first touch, which made a
+    CartPoleSwingUp generation (4096 rows) about 2x slower. Raising ``M_MMAP_THRESHOLD`` and
+    ``M_TRIM_THRESHOLD`` keeps those buffers on the heap for reuse. Returns False (and does
+    nothing) off glibc.
+    """
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(mallopt(m_mmap_threshold, threshold)) and bool(mallopt(m_trim_threshold, threshold))

@@ -48,6 +48,8 @@ POLICIES: dict[str, str] = {
 def import_object(path: str) -> Any:
     """Import ``"package.module:Name"`` or ``"package.module.Name"``.
 
+    After a colon, dots walk attributes: ``"attn_policies.neuron:AttentionNeuronPolicy.cartpole"``.
+
     Example:
         >>> import_object("attn_policies.attention:MultiHeadSelfAttention").__name__
         'MultiHeadSelfAttention'
@@ -61,12 +63,19 @@ def import_object(path: str) -> Any:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         raise ValueError(f"cannot import module {module_name!r} (from {path!r}): {err}") from err
+    obj, first, *rest = module, *attr.split(".")
     try:
-        return getattr(module, attr)
+        obj = getattr(obj, first)
     except AttributeError:
         close = difflib.get_close_matches(attr, [n for n in dir(module) if not n.startswith("_")])
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"module {module_name!r} has no attribute {attr!r}{hint}") from None
+        raise ValueError(f"module {module_name!r} has no attribute {first!r}{hint}") from None
+    for name in rest:  # "module:Class.preset" names a classmethod
+        try:
+            obj = getattr(obj, name)
+        except AttributeError:
+            raise ValueError(f"{path!r}: {first!r} has no attribute {name!r}") from None
+    return obj
 
 
 def _resolve(name: str, registry: dict[str, str], kind: str) -> Any:

@@ -221,17 +221,20 @@ class AttentionNeuron(AttentionCapture, nn.Module):
     def attend(self, obs: Tensor, h: Tensor) -> Tensor:
         """``m_t`` ``(B, M)`` from observations ``(B, N)`` and key-LSTM outputs ``(B, N, H)``."""
         q = self.query_proj(self.queries)  # (M, D)
-        k = self.key_proj(h)  # (B, N, D)
         if self.attention == "softmax" and not self.capturing:
             b = obs.shape[0]
             out = F.scaled_dot_product_attention(
                 q.expand(b, 1, *q.shape),
-                k.unsqueeze(1),
+                self.key_proj(h).unsqueeze(1),
                 obs[:, None, :, None],
                 scale=self.score_scale,
             )[:, 0, :, 0]
         else:
-            scores = torch.einsum("md,bnd->bmn", q, k) * self.score_scale
+            # q (h W_k^T + b_k)^T = (q W_k) h^T + q b_k: scores from H-wide rows, not D-wide.
+            scores = torch.einsum("mh,bnh->bmn", q @ self.key_proj.weight, h)
+            if self.key_proj.bias is not None:
+                scores = scores + (q @ self.key_proj.bias).unsqueeze(-1)
+            scores = scores * self.score_scale
             weights = scores.tanh() if self.attention == "tanh" else scores.softmax(dim=-1)
             self.record(weights.unsqueeze(1))
             out = (weights @ obs.unsqueeze(-1)).squeeze(-1)

@@ -26,6 +26,7 @@ the single env (state ``(4,)``) and the batched env (state ``(4, B)``) run the s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import cv2
@@ -33,6 +34,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
+from gymnasium.utils.seeding import np_random
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from numpy.typing import ArrayLike, NDArray
@@ -321,8 +323,11 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
     ``reset(seed=s)`` seeds one generator that draws all copies' initial states (copy ``i``
     gets draws ``4i … 4i+3``, so copy 0 starts like ``CartPoleSwingUpEnv`` reset with the
     same seed); autoresets draw from the same generator, and so does a masked reset (with a
-    seed, the generator is reseeded first). ``options={"state": (B, 4) array}`` sets exact
-    initial states instead (only the masked rows are used when a mask is given).
+    seed, the generator is reseeded first). ``reset(seed=[s_0, ..., s_{B-1}])`` starts copy
+    ``i`` exactly where ``CartPoleSwingUpEnv`` reset with ``s_i`` starts (later autoresets
+    draw from a generator seeded with ``s_0``), so equal seeds give equal episodes.
+    ``options={"state": (B, 4) array}`` sets exact initial states instead (only the masked
+    rows are used when a mask is given).
 
     Args:
         num_envs: Number of copies ``B``.
@@ -373,8 +378,19 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         return None if self._state is None else self._state.T.copy()
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self,
+        *,
+        seed: int | Sequence[int] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> tuple[NDArray[np.float32], dict[str, Any]]:
+        seeds = None
+        if seed is not None and not isinstance(seed, int | np.integer):
+            seeds = np.asarray(seed, dtype=np.int64)
+            if seeds.shape != (self.num_envs,):
+                raise ValueError(
+                    f"seed must be an int or {self.num_envs} ints, got shape {seeds.shape}"
+                )
+            seed = int(seeds[0])
         super().reset(seed=seed)
         mask = self._reset_mask(options)
         given = _state_option(options, (self.num_envs, 4))
@@ -383,8 +399,15 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
                 raise ResetNeeded("The first reset() must reset every copy (no reset_mask).")
             self._state = np.empty((4, self.num_envs), dtype=np.float64)
         idx = np.flatnonzero(mask)
-        if given is None:
+        if given is None and seeds is None:
             self._state[:, idx] = sample_initial_states(self.np_random, idx.size, self.harder).T
+        elif given is None:
+            # ES evaluators give many copies the same seed: draw once per distinct seed.
+            unique, inverse = np.unique(seeds[idx], return_inverse=True)
+            drawn = np.stack(
+                [sample_initial_states(np_random(int(s))[0], 1, self.harder)[0] for s in unique]
+            )
+            self._state[:, idx] = drawn[inverse].T
         else:
             self._state[:, idx] = given[idx].T
         # Rebind rather than write in place, as step() does: arrays handed out stay snapshots.

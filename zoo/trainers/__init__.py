@@ -19,16 +19,25 @@ SB3_ALGOS = ("ppo", "a2c", "dqn", "double_dqn", "qrdqn", "recurrent_ppo")
 
 
 def get_trainer(algo: str) -> Any:
-    """The trainer for an ``algo`` value (SB3 algorithms, import paths, ``classifier``)."""
+    """The trainer for an ``algo`` value (SB3 algorithms, import paths, ``classifier``,
+    ``cmaes``, ``bc``)."""
     if algo == "classifier":
         from zoo.trainers.classifier import ClassifierTrainer
 
         return ClassifierTrainer()
+    if algo == "cmaes":
+        from zoo.trainers.cmaes import CMAESZooTrainer
+
+        return CMAESZooTrainer()
+    if algo == "bc":
+        from zoo.trainers.bc import BCTrainer
+
+        return BCTrainer()
     if algo in SB3_ALGOS or "." in algo or ":" in algo:
         from zoo.trainers.sb3 import SB3Trainer
 
         return SB3Trainer()
-    known = (*SB3_ALGOS, "classifier")
+    known = (*SB3_ALGOS, "classifier", "cmaes", "bc")
     raise ConfigError(
         f"unknown algo {algo!r}.{nearest(algo, known)} Known: {', '.join(known)}, "
         "or an import path to an SB3 algorithm class."

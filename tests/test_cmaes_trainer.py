@@ -1,0 +1,162 @@
+"""Tests for zoo.trainers.cmaes (``algo: cmaes``: E3 CartPoleSwingUpHarder, E6 CarRacing)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+import zoo
+from attn_envs import DuplicateObservation
+from attn_policies.neuron import AttentionNeuronPolicy, FNNPolicy
+from zoo.config import ConfigError
+from zoo.trainers import get_trainer
+
+FITNESS = ("generation", "env_steps", "fitness_best", "fitness_mean", "fitness_worst", "sigma")
+
+
+def progress(path: Path) -> list[dict[str, str]]:
+    with (path / "progress.csv").open() as fh:
+        return [{k: row[k] for k in (*FITNESS, "test_mean")} for row in csv.DictReader(fh)]
+
+
+def test_cartpole_pi_smoke_run_folder_and_evaluation(tmp_path: Path) -> None:
+    run = zoo.train("cartpole_pi", budget="smoke", root=tmp_path)
+    body = run.config.body
+    files = {p.name for p in run.path.iterdir()}
+    assert {"model.pt", "best_model.pt", "progress.csv", "evaluations.json", "eval.json"} <= files
+    assert {p.name for p in (run.path / "checkpoints").iterdir()} == {
+        "cma_state.pkl",
+        "solutions.pt",
+        "trainer.json",
+    }
+    rows = progress(run.path)
+    assert [int(r["generation"]) for r in rows] == [1, 2]
+    assert all(r["test_mean"] for r in rows)  # eval.freq 1: tested every generation
+    assert run.status["generation"] == body["n_generations"]
+    assert run.status["num_timesteps"] == int(rows[-1]["env_steps"]) > 0
+    assert list((run.path / "logs").glob("events.out.tfevents.*"))
+
+    policy = run.model()
+    assert isinstance(policy, AttentionNeuronPolicy) and policy.num_parameters == 913
+    state = torch.load(run.path / "model.pt", weights_only=True)
+    assert set(state) == set(policy.state_dict())
+
+    result = run.eval
+    assert result["n_episodes"] == body["eval"]["final_episodes"] == 4
+    lengths = result["episodes"]["deterministic"]["lengths"]
+    assert len(lengths) == 4 and max(lengths) <= body["max_episode_steps"]
+    again = zoo.evaluate(run.path)  # `attn-zoo evaluate` reproduces eval.json
+    assert again["policies"] == result["policies"]
+
+
+class InterruptAt:
+    """A generation callback that raises KeyboardInterrupt (as Ctrl-C would)."""
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation
+
+    def __call__(self, record: dict[str, Any]) -> bool:
+        if record["generation"] >= self.generation:
+            raise KeyboardInterrupt
+        return True
+
+
+LONGER = {"n_generations": 4, "eval.freq": 2}
+
+
+def test_interrupt_and_resume_continue_bit_for_bit(tmp_path: Path) -> None:
+    straight = zoo.train("cartpole_pi", budget="smoke", overrides=LONGER, root=tmp_path / "a")
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(
+            "cartpole_pi",
+            budget="smoke",
+            overrides=LONGER,
+            root=tmp_path / "b",
+            callbacks=[InterruptAt(3)],
+        )
+    (path,) = (tmp_path / "b" / "cartpole_pi").iterdir()
+    status = json.loads((path / "status.json").read_text())
+    assert (status["state"], status["generation"]) == ("interrupted", 3)
+    assert not (path / "model.pt").exists()
+
+    resumed = zoo.resume(path)
+    assert resumed.status["state"] == "finished"
+    assert progress(resumed.path) == progress(straight.path)
+    for name in ("model.pt", "best_model.pt"):
+        a = torch.load(straight.path / name, weights_only=True)
+        b = torch.load(resumed.path / name, weights_only=True)
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+    assert resumed.eval["policies"] == straight.eval["policies"]
+
+
+def test_process_pool_run_matches_batched_run(tmp_path: Path) -> None:
+    batched = zoo.train("cartpole_fnn", budget="smoke", root=tmp_path / "a")
+    pool = zoo.train(
+        "cartpole_fnn",
+        budget="smoke",
+        overrides={"evaluator": "processes", "n_workers": 2},
+        root=tmp_path / "b",
+    )
+    assert isinstance(pool.model(), FNNPolicy)
+    assert progress(pool.path) == progress(batched.path)
+
+
+def test_duplicated_inputs_with_half_output_scale_reproduce_the_agent(tmp_path: Path) -> None:
+    run = zoo.train("cartpole_pi", budget="smoke", root=tmp_path)
+    trainer = get_trainer("cmaes")
+    kwargs: dict[str, Any] = {"n_episodes": 3, "seed": 7}
+    plain = trainer.episode_returns(run.path, run.config, **kwargs)
+    doubled = [lambda env: DuplicateObservation(env, copies=2)]
+    scaled = trainer.episode_returns(
+        run.path, run.config, wrappers=doubled, policy_kwargs={"output_scale": 0.5}, **kwargs
+    )
+    unscaled = trainer.episode_returns(run.path, run.config, wrappers=doubled, **kwargs)
+    np.testing.assert_allclose(scaled["rewards"], plain["rewards"], rtol=1e-4)
+    assert not np.allclose(unscaled["rewards"], plain["rewards"], rtol=1e-4)
+    with pytest.raises(ValueError, match="no test-time setting 'temperature'"):
+        trainer.episode_returns(run.path, run.config, policy_kwargs={"temperature": 2}, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"policy": "attention_nueron"}, "Did you mean 'attention_neuron'"),
+        ({"evaluator": "thread"}, "evaluator must be one of"),
+        ({"population": 1}, "population >= 2"),
+        ({"action_fn": "numpy:nope"}, "'action_fn'"),
+        ({"n_generations": None}, "missing required key 'n_generations'"),
+    ],
+)
+def test_config_errors(tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    body = {
+        "algo": "cmaes",
+        "env": "attn_envs/CartPoleSwingUpHarder-v0",
+        "policy": "fnn",
+        "n_generations": 1,
+        "population": 4,
+        "repeats": 1,
+        **change,
+    }
+    body = {k: v for k, v in body.items() if v is not None}
+    config = tmp_path / "es.yml"
+    config.write_text(yaml.safe_dump({"es": body}))
+    with pytest.raises(ConfigError, match=message):
+        zoo.train(config, root=tmp_path)
+
+
+def test_policy_that_does_not_fit_the_env_is_caught_before_training(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not fit the env"):
+        zoo.train(
+            "cartpole_fnn",
+            budget="smoke",
+            overrides={"policy_kwargs": {"hidden": 16, "obs_dim": 7}},
+            root=tmp_path,
+        )
+    assert not (tmp_path / "cartpole_fnn").exists()

@@ -1,0 +1,484 @@
+"""CMA-ES runs (``algo: cmaes``): E3 CartPoleSwingUpHarder, E6 CarRacing, any flat-vector policy.
+
+Keys besides the common ones::
+
+    env: attn_envs/CartPoleSwingUpHarder-v0
+    env_kwargs: {}
+    env_wrapper: []                   # gymnasium wrappers, as for SB3 runs
+    policy: attention_neuron_cartpole # a name below or an import path ("module:Class.preset")
+    policy_kwargs: {}                 # obs_dim / action_dim are filled in when accepted
+    action_fn: null                   # import path mapping raw outputs (B, A) -> env actions
+    n_generations: 1000
+    population: 256
+    repeats: 16                       # episodes per solution, task seeds shared per generation
+    sigma0: 0.1
+    cma_options: {}                   # pycma options, e.g. {CMA_diagonal: true}
+    evaluator: batched                # or processes, ray
+    n_workers: 2                      # processes / Ray actors
+    ray_address: null                 # null: local Ray; "auto" or "ray://host:10001"
+    max_episode_steps: null           # cap on rollout steps (null: the env's own limit)
+    torch_threads: 2
+    eval: {freq: 10, n_episodes: 100, final_episodes: 1000}   # freq counts generations
+
+An env id with a ``vector_entry_point`` (the numpy CartPoleSwingUp) runs as one batched env
+when the run has no ``env_wrapper``; otherwise copies of ``gym.make(env) + wrappers`` run in a
+``SyncVectorEnv``. The run folder holds ``model.pt`` (the final favourite solution as a state
+dict), ``best_model.pt`` (the favourite with the best test return), ``progress.csv`` and
+TensorBoard events in ``logs/`` (best/mean/worst fitness, sigma, timings, test returns),
+``evaluations.json``, ``checkpoints/`` (see :mod:`attn_policies.algorithms.cmaes`) and
+``eval.json``. ``--resume`` continues bit for bit from the last finished generation.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import inspect
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from attn_policies.algorithms.cmaes import CMAESConfig, CMAESTrainer
+from attn_policies.algorithms.es_eval import (
+    EVALUATORS,
+    BatchedEvaluator,
+    PolicyFactory,
+    RolloutSpec,
+    make_evaluator,
+)
+from attn_policies.extractors import import_object
+from zoo import factory
+from zoo.config import ConfigError, RunConfig, check_type, nearest
+
+ES_POLICIES: dict[str, str] = {
+    "attention_neuron": "attn_policies.neuron:AttentionNeuronPolicy",
+    "attention_neuron_cartpole": "attn_policies.neuron:AttentionNeuronPolicy.cartpole",
+    "attention_neuron_ant": "attn_policies.neuron:AttentionNeuronPolicy.ant",
+    "fnn": "attn_policies.neuron:FNNPolicy",
+    "attention_agent": "attn_policies.patch_voting:AttentionAgent",
+}
+KEYS: dict[str, tuple[type, ...] | None] = {
+    "env": (str,),
+    "env_kwargs": (dict,),
+    "env_wrapper": None,
+    "policy": (str,),
+    "policy_kwargs": (dict,),
+    "action_fn": (str,),
+    "n_generations": (int,),
+    "population": (int,),
+    "repeats": (int,),
+    "sigma0": (float, int),
+    "cma_options": (dict,),
+    "evaluator": (str,),
+    "n_workers": (int,),
+    "ray_address": (str,),
+    "max_episode_steps": (int,),
+    "torch_threads": (int,),
+}
+PROGRESS_FIELDS = [
+    "generation",
+    "env_steps",
+    "fitness_best",
+    "fitness_mean",
+    "fitness_worst",
+    "best_ever",
+    "sigma",
+    "time_ask_tell",
+    "time_evaluate",
+    "test_mean",
+    "test_std",
+]
+
+
+class WrappedVectorEnv:
+    """Picklable ``n -> SyncVectorEnv`` of ``gym.make(env_id) + wrappers`` (for workers)."""
+
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        wrappers: list[tuple[str, dict[str, Any]]],
+        extra: Sequence[Callable[[gym.Env], gym.Env]] = (),
+    ) -> None:
+        self.env_id, self.env_kwargs, self.wrappers, self.extra = (
+            env_id,
+            env_kwargs,
+            wrappers,
+            extra,
+        )
+
+    def _one(self) -> gym.Env:
+        if self.env_id.startswith("ALE/"):
+            import ale_py
+
+            gym.register_envs(ale_py)
+        import attn_envs  # noqa: F401 - registers the attn_envs/ ids in spawned workers
+
+        env = gym.make(self.env_id, **self.env_kwargs)
+        for cls, kwargs in factory.resolve_wrappers(self.wrappers):
+            env = cls(env, **kwargs)
+        for wrap in self.extra:
+            env = wrap(env)
+        return env
+
+    def __call__(self, n: int) -> gym.vector.VectorEnv:
+        return gym.vector.SyncVectorEnv([self._one for _ in range(n)])
+
+
+def _policy_target(run: RunConfig) -> str:
+    name = run.body.get("policy", "")
+    if name in ES_POLICIES:
+        return ES_POLICIES[name]
+    if "." in name or ":" in name:
+        return name
+    raise ConfigError(
+        f"{run.name}: unknown ES policy {name!r}.{nearest(name, ES_POLICIES)} Known: "
+        f"{', '.join(ES_POLICIES)}, or an import path"
+    )
+
+
+def _spaces(run: RunConfig) -> tuple[gym.Space, gym.Space]:
+    env = WrappedVectorEnv(
+        run.body["env"],
+        dict(run.body.get("env_kwargs") or {}),
+        factory.wrapper_specs(run.body.get("env_wrapper")),
+    )._one()
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def policy_factory(run: RunConfig) -> PolicyFactory:
+    """The run's policy recipe; ``obs_dim``/``action_dim`` come from the env when accepted."""
+    target = _policy_target(run)
+    try:
+        builder = import_object(target)
+    except ValueError as err:
+        raise ConfigError(f"{run.name}: 'policy': {err}") from None
+    kwargs = dict(run.body.get("policy_kwargs") or {})
+    params = inspect.signature(builder).parameters
+    if {"obs_dim", "action_dim"} & set(params) - set(kwargs):
+        obs_space, action_space = _spaces(run)
+        if "obs_dim" in params and "obs_dim" not in kwargs:
+            kwargs["obs_dim"] = int(np.prod(obs_space.shape))
+        if "action_dim" in params and "action_dim" not in kwargs:
+            n = action_space.n if isinstance(action_space, gym.spaces.Discrete) else None
+            kwargs["action_dim"] = int(n or np.prod(action_space.shape))
+    return PolicyFactory(target, kwargs)
+
+
+def rollout_spec(
+    run: RunConfig, extra_wrappers: Sequence[Callable[[gym.Env], gym.Env]] = ()
+) -> RolloutSpec:
+    """How the run's episodes are played: policy, (vector) env, action map, step cap."""
+    env_id = run.body["env"]
+    wrappers = factory.wrapper_specs(run.body.get("env_wrapper"))
+    env_kwargs = dict(run.body.get("env_kwargs") or {})
+    action_fn = run.body.get("action_fn")
+    common: dict[str, Any] = {
+        "policy_fn": policy_factory(run),
+        "max_steps": run.body.get("max_episode_steps"),
+        "action_fn": import_object(action_fn) if action_fn else None,
+        "torch_threads": 1,
+    }
+    if not wrappers and not extra_wrappers and gym.spec(env_id).vector_entry_point:
+        return RolloutSpec(env_id=f"attn_envs:{env_id}", env_kwargs=env_kwargs, **common)
+    return RolloutSpec(
+        vector_env_fn=WrappedVectorEnv(env_id, env_kwargs, wrappers, tuple(extra_wrappers)),
+        **common,
+    )
+
+
+def cma_config(run: RunConfig) -> CMAESConfig:
+    try:
+        return CMAESConfig(
+            population=int(run.body.get("population", 256)),
+            repeats=int(run.body.get("repeats", 16)),
+            sigma0=float(run.body.get("sigma0", 0.1)),
+            seed=run.seed,
+            options=dict(run.body.get("cma_options") or {}),
+        )
+    except ValueError as err:
+        raise ConfigError(f"{run.name}: {err}") from None
+
+
+def make_run_evaluator(run: RunConfig) -> Any:
+    kind = run.body.get("evaluator", "batched")
+    kwargs: dict[str, Any] = {}
+    if kind in ("processes", "ray"):
+        kwargs["n_workers"] = int(run.body.get("n_workers", 2))
+    if kind == "ray" and run.body.get("ray_address"):
+        kwargs["address"] = run.body["ray_address"]
+    return make_evaluator(kind, rollout_spec(run), **kwargs)
+
+
+def apply_policy_kwargs(policy: nn.Module, settings: dict[str, Any] | None) -> None:
+    """Set test-time attributes (e.g. ``output_scale``) on every submodule that has them."""
+    for key, value in (settings or {}).items():
+        owners = [m for m in policy.modules() if key in vars(m)]
+        if not owners:
+            raise ValueError(f"{type(policy).__name__} has no test-time setting {key!r}")
+        for module in owners:
+            setattr(module, key, value)
+
+
+def _test_seeds(seed: int, n: int) -> list[int]:
+    return [seed + i for i in range(n)]
+
+
+class CMAESZooTrainer:
+    """Trains a flat-vector policy with :class:`~attn_policies.algorithms.cmaes.CMAESTrainer`."""
+
+    def config_keys(self, body: dict[str, Any]) -> dict[str, Any]:
+        return KEYS
+
+    def validate(self, run: RunConfig) -> None:
+        for key, types in KEYS.items():
+            check_type(run.name, key, run.body.get(key), types)
+        for key in ("env", "policy", "n_generations"):
+            if key not in run.body:
+                raise ConfigError(f"{run.name}: missing required key {key!r}")
+        kind = run.body.get("evaluator", "batched")
+        if kind not in EVALUATORS:
+            raise ConfigError(
+                f"{run.name}: evaluator must be one of {', '.join(EVALUATORS)}, got {kind!r}"
+                f".{nearest(kind, EVALUATORS)}"
+            )
+        _policy_target(run)
+        cma_config(run)
+        if run.body.get("action_fn"):
+            try:
+                import_object(run.body["action_fn"])
+            except ValueError as err:
+                raise ConfigError(f"{run.name}: 'action_fn': {err}") from None
+        factory.resolve_wrappers(factory.wrapper_specs(run.body.get("env_wrapper")))
+
+    def probe(self, run: RunConfig) -> None:
+        """Dry build: policy and env fit together (one short rollout of one solution)."""
+        spec = rollout_spec(run)
+        evaluator = BatchedEvaluator(dataclasses.replace(spec, max_steps=1))
+        try:
+            evaluator.evaluate(np.zeros((1, evaluator.num_parameters), np.float32), [0])
+        except Exception as err:
+            raise ConfigError(f"{run.name}: the policy does not fit the env: {err}") from err
+        finally:
+            evaluator.close()
+
+    # -- training --------------------------------------------------------------------------
+
+    def train(
+        self,
+        handle: Any,
+        callbacks: Sequence[Any] = (),
+        progress_bar: bool = False,
+        resume: bool = False,
+    ) -> int:
+        run: RunConfig = handle.config
+        path = Path(handle.path)
+        ckpt = path / "checkpoints"
+        n_generations = int(run.body["n_generations"])
+        evaluator = make_run_evaluator(run)
+        trainer = CMAESTrainer(evaluator, cma_config(run))
+        evaluations: list[dict[str, Any]] = []
+        if resume:
+            if not (ckpt / "trainer.json").exists():
+                raise ConfigError(f"{path} has no checkpoint to resume from")
+            trainer.restore(ckpt)
+            if (path / "evaluations.json").exists():
+                evaluations = json.loads((path / "evaluations.json").read_text())
+            evaluations = [e for e in evaluations if e["generation"] <= trainer.generation]
+        progress = _ProgressLog(path / "progress.csv", trainer.generation)
+        tensorboard = _tensorboard(path / "logs")
+        tester = BatchedEvaluator(rollout_spec(run)) if run.eval.freq else None
+        bar = _progress_bar(progress_bar, n_generations, trainer.generation)
+        policy = policy_factory(run)()
+        try:
+            while trainer.generation < n_generations:
+                record = trainer.step()
+                if tester is not None and trainer.generation % run.eval.freq == 0:
+                    returns = tester.evaluate(
+                        trainer.favourite[None].astype(np.float32),
+                        _test_seeds(run.eval.seed, run.eval.n_episodes),
+                    )[0]
+                    record["test_mean"], record["test_std"] = returns.mean(), returns.std()
+                    best = max((e["test_mean"] for e in evaluations), default=-np.inf)
+                    evaluations.append(
+                        {k: record[k] for k in ("generation", "env_steps", "test_mean", "test_std")}
+                    )
+                    if record["test_mean"] >= best:  # ties go to the later, more trained model
+                        _save_policy(policy, trainer.favourite, path / "best_model.pt")
+                    (path / "evaluations.json").write_text(json.dumps(evaluations, indent=1))
+                progress.write(record)
+                if tensorboard is not None:
+                    for key, value in record.items():
+                        if key not in ("generation", "env_steps") and value is not None:
+                            tensorboard.add_scalar(f"cmaes/{key}", value, record["env_steps"])
+                trainer.save(ckpt)
+                handle.write_status(num_timesteps=trainer.env_steps, generation=trainer.generation)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(
+                        best=f"{record['fitness_best']:.1f}", mean=f"{record['fitness_mean']:.1f}"
+                    )
+                if not all(cb(record) is not False for cb in callbacks):
+                    break
+        finally:
+            if bar is not None:
+                bar.close()
+            if tensorboard is not None:
+                tensorboard.close()
+            evaluator.close()
+            if tester is not None:
+                tester.close()
+        _save_policy(policy, trainer.favourite, path / "model.pt")
+        return trainer.env_steps
+
+    # -- loading and evaluation ------------------------------------------------------------
+
+    def model_file(self, path: Path, which: str) -> Path:
+        if which not in ("best", "last"):
+            raise ValueError(f"which must be 'best' or 'last', got {which!r}")
+        names = ["best_model.pt", "model.pt"] if which == "best" else ["model.pt"]
+        for name in names:
+            if (Path(path) / name).exists():
+                return Path(path) / name
+        raise FileNotFoundError(f"{path} holds no trained model (model.pt or best_model.pt)")
+
+    def load(self, path: Path, run: RunConfig, which: str = "best") -> nn.Module:
+        policy = policy_factory(run)()
+        state = torch.load(self.model_file(path, which), map_location="cpu", weights_only=True)
+        policy.load_state_dict(state)
+        return policy.eval()
+
+    def episode_returns(
+        self,
+        path: Path,
+        run: RunConfig,
+        *,
+        wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
+        n_episodes: int,
+        seed: int,
+        which: str = "best",
+        policy_kwargs: dict[str, Any] | None = None,
+        n_envs: int | None = None,
+    ) -> dict[str, list[float]]:
+        """Returns and lengths of ``n_episodes`` test episodes seeded ``seed, seed+1, ...``.
+
+        All episodes run as one batch (``n_envs`` is accepted for the common signature and
+        ignored); ``wrappers`` go after the run's own ``env_wrapper``.
+        """
+        policy = self.load(path, run, which)
+        apply_policy_kwargs(policy, policy_kwargs)
+        spec = rollout_spec(run, extra_wrappers=wrappers)
+        evaluator = BatchedEvaluator(dataclasses.replace(spec, policy_fn=lambda: policy))
+        try:
+            flat = torch.cat([p.detach().reshape(-1) for p in policy.parameters()])
+            returns = evaluator.evaluate(flat[None].numpy(), _test_seeds(seed, n_episodes))[0]
+            return {"rewards": returns.tolist(), "lengths": evaluator.last_lengths[0].tolist()}
+        finally:
+            evaluator.close()
+
+    def evaluate(
+        self,
+        path: Path,
+        run: RunConfig,
+        n_episodes: int | None = None,
+        which: str = "best",
+        seed: int | None = None,
+    ) -> dict[str, Any]:
+        """``eval.final_episodes`` test episodes (``eval.test_seed``) of the best and the last
+        model, in the same shape as SB3 runs' ``eval.json``."""
+        path = Path(path)
+        n = int(n_episodes or run.eval.final_episodes)
+        seed = run.eval.test_seed if seed is None else int(seed)
+        status = (
+            json.loads((path / "status.json").read_text())
+            if (path / "status.json").exists()
+            else {}
+        )
+
+        def summary(file_which: str) -> dict[str, Any]:
+            result = self.episode_returns(path, run, n_episodes=n, seed=seed, which=file_which)
+            rewards, lengths = np.asarray(result["rewards"]), np.asarray(result["lengths"])
+            return {
+                "mean_reward": float(rewards.mean()),
+                "std_reward": float(rewards.std()),
+                "mean_length": float(lengths.mean()),
+                "std_length": float(lengths.std()),
+                "n_episodes": len(rewards),
+                "success_rate": None,
+            }, result
+
+        file = self.model_file(path, which)
+        policies, episodes = summary(which)
+        out: dict[str, Any] = {
+            "experiment": run.experiment,
+            "tag": run.tag,
+            "budget": run.budget,
+            "model": file.relative_to(path).as_posix(),
+            "num_timesteps": status.get("num_timesteps"),
+            "generations": status.get("generation"),
+            "test_seed": seed,
+            "n_episodes": n,
+            "policies": {"deterministic": policies},
+        }
+        if which == "best" and file.name == "best_model.pt":
+            out["last_model"] = {
+                "model": "model.pt",
+                "policies": {"deterministic": summary("last")[0]},
+            }
+        out["episodes"] = {"deterministic": episodes}
+        return out
+
+
+def _save_policy(policy: nn.Module, flat: np.ndarray, file: Path) -> None:
+    torch.nn.utils.vector_to_parameters(
+        torch.as_tensor(flat, dtype=torch.float32), policy.parameters()
+    )
+    torch.save(policy.state_dict(), file)
+
+
+class _ProgressLog:
+    """``progress.csv``, one row per generation; rows past a resumed checkpoint are dropped."""
+
+    def __init__(self, file: Path, generation: int) -> None:
+        self.file = file
+        if file.exists():
+            with file.open() as fh:
+                rows = [r for r in csv.DictReader(fh) if int(r["generation"]) <= generation]
+            self._rewrite(rows)
+        else:
+            self._rewrite([])
+
+    def _rewrite(self, rows: list[dict[str, Any]]) -> None:
+        with self.file.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=PROGRESS_FIELDS)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.file.open("a", newline="") as fh:
+            csv.DictWriter(fh, fieldnames=PROGRESS_FIELDS, extrasaction="ignore").writerow(record)
+
+
+def _tensorboard(directory: Path) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # pragma: no cover - tensorboard is a dependency
+        return None
+    return SummaryWriter(str(directory))
+
+
+def _progress_bar(enabled: bool, total: int, done: int) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, unit="gen")
