@@ -30,6 +30,7 @@ _PUBLIC = {
     "ActionSubset": "attn_envs.grid",
     "StepPenalty": "attn_envs.grid",
     "PreviousActionObservation": "attn_envs.feedback",
+    "NegativeRewardTruncation": "attn_envs.termination",
     "CartPoleSwingUpEnv": "attn_envs.envs.cartpole_swingup",
     "CartPoleSwingUpVectorEnv": "attn_envs.envs.cartpole_swingup",
     "load_mnist": "attn_envs.mnist",

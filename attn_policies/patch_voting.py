@@ -427,6 +427,8 @@ class AttentionNeuronVotingAgent(FlatParameters, nn.Module):
     Shapes:
         ``forward(tokens (B, N, patch_dim), state) -> (action (B, A), VotingAgentState)``;
         ``N`` may change from call to call (occlusion), the order of the tokens is irrelevant.
+        Integer (raw ``uint8``) tokens are divided by 255; float tokens are taken as in
+        ``[0, 1]``.
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -505,6 +507,8 @@ class AttentionNeuronVotingAgent(FlatParameters, nn.Module):
     ) -> tuple[Tensor, VotingAgentState]:
         if state is None:
             state = self.initial_state(len(tokens), tokens.device)
+        if not tokens.is_floating_point():  # raw uint8 patches, as AttentionAgent takes them
+            tokens = tokens.to(self.head.weight.dtype) / 255.0
         m = self.neuron(tokens, state.a_prev)
         expected = (len(tokens), self.grid_size**2, self.code_dim)
         if m.shape != expected:

@@ -160,3 +160,15 @@ def test_policy_that_does_not_fit_the_env_is_caught_before_training(tmp_path: Pa
             root=tmp_path,
         )
     assert not (tmp_path / "cartpole_fnn").exists()
+
+
+def test_train_env_wrapper_applies_to_fitness_rollouts_only(tmp_path: Path) -> None:
+    run = zoo.train(
+        "cartpole_fnn",
+        budget="smoke",
+        overrides={"train_env_wrapper": [{"TimeLimit": {"max_episode_steps": 5}}]},
+        root=tmp_path,
+    )
+    body = run.config.body
+    assert run.status["num_timesteps"] <= 2 * body["population"] * body["repeats"] * 5
+    assert max(run.eval["episodes"]["deterministic"]["lengths"]) > 5

@@ -42,6 +42,7 @@ WRAPPERS: dict[str, str] = {
         "ActionSubset",
         "StepPenalty",
         "PreviousActionObservation",
+        "NegativeRewardTruncation",
     )
 } | {
     "AtariWrapper": "stable_baselines3.common.atari_wrappers:AtariWrapper",

@@ -226,7 +226,9 @@ class BatchedEvaluator:
         state, t = None, 0
         while alive.any() and (self.spec.max_steps is None or t < self.spec.max_steps):
             x = obs_fn(obs) if obs_fn is not None else obs
-            x = torch.as_tensor(x, dtype=self.spec.dtype).reshape(n_pop, n_rep, *x.shape[1:])
+            x = torch.as_tensor(x).reshape(n_pop, n_rep, *x.shape[1:])
+            if x.is_floating_point():  # integer screens stay integers: policies rescale them
+                x = x.to(self.spec.dtype)
             out, state = self._vmapped(x[0])[state is None](params, x, state)
             actions = action_fn(out.reshape(n_pop * n_rep, *out.shape[2:]).numpy())
             obs, rewards, terminated, truncated, _ = env.step(actions)

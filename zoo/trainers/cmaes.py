@@ -5,6 +5,7 @@ Keys besides the common ones::
     env: attn_envs/CartPoleSwingUpHarder-v0
     env_kwargs: {}
     env_wrapper: []                   # gymnasium wrappers, as for SB3 runs
+    train_env_wrapper: []             # more wrappers for fitness rollouts only (not tests)
     policy: attention_neuron_cartpole # a name below or an import path ("module:Class.preset")
     policy_kwargs: {}                 # obs_dim / action_dim are filled in when accepted
     action_fn: null                   # import path mapping raw outputs (B, A) -> env actions
@@ -62,11 +63,13 @@ ES_POLICIES: dict[str, str] = {
     "attention_neuron_ant": "attn_policies.neuron:AttentionNeuronPolicy.ant",
     "fnn": "attn_policies.neuron:FNNPolicy",
     "attention_agent": "attn_policies.patch_voting:AttentionAgent",
+    "attention_neuron_voting": "attn_policies.patch_voting:AttentionNeuronVotingAgent",
 }
 KEYS: dict[str, tuple[type, ...] | None] = {
     "env": (str,),
     "env_kwargs": (dict,),
     "env_wrapper": None,
+    "train_env_wrapper": None,
     "policy": (str,),
     "policy_kwargs": (dict,),
     "action_fn": (str,),
@@ -175,11 +178,18 @@ def policy_factory(run: RunConfig) -> PolicyFactory:
 
 
 def rollout_spec(
-    run: RunConfig, extra_wrappers: Sequence[Callable[[gym.Env], gym.Env]] = ()
+    run: RunConfig,
+    extra_wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
+    training: bool = False,
 ) -> RolloutSpec:
-    """How the run's episodes are played: policy, (vector) env, action map, step cap."""
+    """How the run's episodes are played: policy, (vector) env, action map, step cap.
+
+    ``training`` adds ``train_env_wrapper`` (e.g. E6's early end of hopeless episodes).
+    """
     env_id = run.body["env"]
     wrappers = factory.wrapper_specs(run.body.get("env_wrapper"))
+    if training:
+        wrappers += factory.wrapper_specs(run.body.get("train_env_wrapper"), "train_env_wrapper")
     env_kwargs = dict(run.body.get("env_kwargs") or {})
     action_fn = run.body.get("action_fn")
     common: dict[str, Any] = {
@@ -216,7 +226,7 @@ def make_run_evaluator(run: RunConfig) -> Any:
         kwargs["n_workers"] = int(run.body.get("n_workers", 2))
     if kind == "ray" and run.body.get("ray_address"):
         kwargs["address"] = run.body["ray_address"]
-    return make_evaluator(kind, rollout_spec(run), **kwargs)
+    return make_evaluator(kind, rollout_spec(run, training=True), **kwargs)
 
 
 def apply_policy_kwargs(policy: nn.Module, settings: dict[str, Any] | None) -> None:
@@ -258,11 +268,12 @@ class CMAESZooTrainer:
                 import_object(run.body["action_fn"])
             except ValueError as err:
                 raise ConfigError(f"{run.name}: 'action_fn': {err}") from None
-        factory.resolve_wrappers(factory.wrapper_specs(run.body.get("env_wrapper")))
+        for key in ("env_wrapper", "train_env_wrapper"):
+            factory.resolve_wrappers(factory.wrapper_specs(run.body.get(key), key))
 
     def probe(self, run: RunConfig) -> None:
         """Dry build: policy and env fit together (one short rollout of one solution)."""
-        spec = rollout_spec(run)
+        spec = rollout_spec(run, training=True)
         evaluator = BatchedEvaluator(dataclasses.replace(spec, max_steps=1))
         try:
             evaluator.evaluate(np.zeros((1, evaluator.num_parameters), np.float32), [0])
