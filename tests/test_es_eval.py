@@ -133,6 +133,7 @@ def test_process_pool_gives_up_after_max_retries() -> None:
 
 def test_ray_equals_batched() -> None:
     import ray
+
     spec = RolloutSpec(PI, env_id=ENV, max_steps=40)
     solutions = population(5, BatchedEvaluator(spec).num_parameters, seed=2)
     expected = BatchedEvaluator(spec).evaluate(solutions, SEEDS)
