@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 from pathlib import Path
+from unittest.mock import ANY
 
 import numpy as np
 import pytest
@@ -79,6 +80,19 @@ def test_restore_continues_bit_for_bit(tmp_path: Path) -> None:
             assert a[key] == b[key], key
     np.testing.assert_array_equal(straight.favourite, resumed.favourite)
     np.testing.assert_array_equal(straight.best, resumed.best)
+
+
+def test_a_save_killed_midway_leaves_the_previous_checkpoint_usable(tmp_path: Path) -> None:
+    trainer = _trainer()
+    trainer.step()
+    trainer.save(tmp_path)
+    expected = trainer.step()
+    # Generation 2's state files are written, then the process dies before trainer.json.
+    (tmp_path / "cma_state-2.pkl").write_bytes(trainer.optimizer.dumps())
+    resumed = _trainer()
+    resumed.restore(tmp_path)
+    assert resumed.generation == 1
+    assert resumed.step() == {**expected, "time_ask_tell": ANY, "time_evaluate": ANY}
 
 
 class Exploit:

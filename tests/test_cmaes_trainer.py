@@ -32,10 +32,10 @@ def test_cartpole_pi_smoke_run_folder_and_evaluation(tmp_path: Path) -> None:
     files = {p.name for p in run.path.iterdir()}
     assert {"model.pt", "best_model.pt", "progress.csv", "evaluations.json", "eval.json"} <= files
     assert {p.name for p in (run.path / "checkpoints").iterdir()} == {
-        "cma_state.pkl",
-        "solutions.pt",
+        "cma_state-2.pkl",
+        "solutions-2.pt",
         "trainer.json",
-    }
+    }  # only the last generation's files are kept
     rows = progress(run.path)
     assert [int(r["generation"]) for r in rows] == [1, 2]
     assert all(r["test_mean"] for r in rows)  # eval.freq 1: tested every generation

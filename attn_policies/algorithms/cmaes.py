@@ -9,10 +9,13 @@ authors' code; the best individual ever sampled is kept too.
 
 Checkpoints (:meth:`CMAESTrainer.save` / :meth:`CMAESTrainer.restore`) hold
 
-- ``cma_state.pkl``: the pycma object, pickled; it is read back with an unpickler that only
-  admits pycma, numpy and builtin container classes, so a tampered file cannot run code;
-- ``solutions.pt``: favourite and best parameter vectors (``torch.load(weights_only=True)``);
-- ``trainer.json``: generation, env steps, best fitness and the task-seed generator state.
+- ``cma_state-<generation>.pkl``: the pycma object, pickled; it is read back with an
+  unpickler that only admits pycma, numpy and builtin container classes, so a tampered file
+  cannot run code;
+- ``solutions-<generation>.pt``: favourite and best parameter vectors
+  (``torch.load(weights_only=True)``);
+- ``trainer.json``, written last: generation, env steps, best fitness, the task-seed
+  generator state and the names of the two files above.
 
 pycma samples from its ``randn`` option, which is given a ``RandomState`` owned by the
 optimiser (and pickled with it), so a restored run continues bit for bit.
@@ -194,32 +197,45 @@ class CMAESTrainer:
         }
 
     def save(self, directory: str | Path) -> None:
-        """Write the checkpoint files into ``directory`` (each replaced atomically)."""
+        """Write a checkpoint into ``directory``; a kill at any moment leaves a usable one.
+
+        The CMA state and solutions go to files named after the generation, then
+        ``trainer.json`` (written atomically, last) points at them; older files are removed.
+        """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        files = {
+            "cma_state": f"cma_state-{self.generation}.pkl",
+            "solutions": f"solutions-{self.generation}.pt",
+        }
         meta = {
             "generation": self.generation,
             "env_steps": self.env_steps,
             "best_fitness": self.best_fitness,
             "tasks": self.tasks.bit_generator.state,
             "config": asdict(self.config),
+            "files": files,
         }
         solutions = {
             "favourite": torch.from_numpy(self.favourite),
             "best": torch.from_numpy(self.best),
         }
-        _atomic(directory / "cma_state.pkl", self.optimizer.dumps())
+        _atomic(directory / files["cma_state"], self.optimizer.dumps())
         buffer = io.BytesIO()
         torch.save(solutions, buffer)
-        _atomic(directory / "solutions.pt", buffer.getvalue())
+        _atomic(directory / files["solutions"], buffer.getvalue())
         _atomic(directory / "trainer.json", json.dumps(meta, indent=1).encode())
+        for old in [*directory.glob("cma_state*.pkl"), *directory.glob("solutions*.pt")]:
+            if old.name not in files.values():
+                old.unlink()
 
     def restore(self, directory: str | Path) -> None:
         """Continue from a checkpoint written by :meth:`save` (same evaluator and config)."""
         directory = Path(directory)
         meta = json.loads((directory / "trainer.json").read_text())
-        self.optimizer = CMAES.loads((directory / "cma_state.pkl").read_bytes())
-        solutions = torch.load(directory / "solutions.pt", weights_only=True)
+        files = meta.get("files", {"cma_state": "cma_state.pkl", "solutions": "solutions.pt"})
+        self.optimizer = CMAES.loads((directory / files["cma_state"]).read_bytes())
+        solutions = torch.load(directory / files["solutions"], weights_only=True)
         self.best = solutions["best"].numpy()
         self.generation, self.env_steps = int(meta["generation"]), int(meta["env_steps"])
         self.best_fitness = float(meta["best_fitness"])
