@@ -215,6 +215,25 @@ def test_classifier_history_against_iterations(tmp_path: Path) -> None:
     assert accuracy["x"].tolist() == [10.0, 20.0] and accuracy["mean"].tolist() == [0.25, 0.5]
 
 
+def test_cmaes_fitness_and_test_returns(tmp_path: Path) -> None:
+    run = tmp_path / "es" / "0-t"
+    write_run(run, name="cartpole_pi", algo="cmaes")
+    header = "generation,env_steps,fitness_best,fitness_mean,fitness_worst,best_ever,sigma,"
+    (run / "progress.csv").write_text(
+        header + "time_ask_tell,time_evaluate,test_mean,test_std\n"
+        "1,100,5.0,3.0,1.0,5.0,0.1,0.5,1.5,,\n"
+        "2,250,9.0,6.0,2.0,9.0,0.1,0.5,2.5,7.5,1.0\n"
+    )
+    table = read_csv(plot_runs([run]))
+    best = rows_of(table, "cartpole_pi", "fitness/best")
+    assert best["x"].tolist() == [100.0, 250.0] and best["mean"].tolist() == [5.0, 9.0]
+    assert rows_of(table, "cartpole_pi", "fitness/worst")["mean"].tolist() == [1.0, 2.0]
+    tested = rows_of(table, "cartpole_pi", "eval/test/mean_reward")
+    assert tested["x"].tolist() == [250.0] and tested["mean"].tolist() == [7.5]
+    timed = read_csv(plot_runs([run], out=tmp_path / "t.png", x="time"))
+    assert rows_of(timed, "cartpole_pi", "fitness/mean")["x"].tolist() == [2.0, 5.0]
+
+
 def test_errors(tmp_path: Path) -> None:
     run = write_run(tmp_path / "r")
     with pytest.raises(ValueError, match="steps"):

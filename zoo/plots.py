@@ -9,7 +9,9 @@
   resume starts a new part);
 - ``evaluations.json``: the periodic evaluations' ``success_rate`` and ``mean_reward`` of
   every policy mode;
-- ``history.csv`` of classifier runs: loss, test and train accuracy against iterations.
+- ``history.csv`` of classifier runs: loss, test and train accuracy against iterations;
+- ``progress.csv`` of CMA-ES runs: best, mean and worst fitness of each generation and the
+  periodic test returns of the favourite solution.
 
 Runs are grouped by experiment and matrix cell (``config.yml`` header), so the seeds of one
 cell share a curve: their curves are interpolated onto a common grid over the steps all of
@@ -54,6 +56,7 @@ PANELS: dict[str, tuple[str, str, str]] = {
     "loss": ("training loss", "loss", "log"),
     "success": ("evaluation success rate", "success rate", "linear"),
     "reward": ("evaluation mean return", "mean return", "linear"),
+    "fitness": ("population fitness (mean return over repeats)", "fitness", "linear"),
     "classifier_loss": ("classifier loss", "NLL loss", "log"),
     "accuracy": ("classifier accuracy", "accuracy", "linear"),
 }
@@ -234,6 +237,8 @@ def load_run(path: Path, x: str = "steps") -> RunData:
                 data.xlabels[f"classifier/{metric}"] = "iteration"
         return data
     xlabel = "env steps" if x == "steps" else "wall time [s]"
+    if algo == "cmaes":
+        return _load_cmaes_run(data, x, xlabel)
     episodes = read_monitor(path)
     if episodes["r"].size:
         ex = episodes["step"] if x == "steps" else episodes["time"]
@@ -265,6 +270,28 @@ def load_run(path: Path, x: str = "steps") -> RunData:
                 data.curves[f"eval/{policy}/{metric}"] = _valid(steps, values)
     for metric in data.curves:
         data.xlabels.setdefault(metric, xlabel)
+    return data
+
+
+def _load_cmaes_run(data: RunData, x: str, xlabel: str) -> RunData:
+    """CMA-ES runs: population fitness per generation and the periodic test returns."""
+    table = (
+        _read_table(data.path / "progress.csv") if (data.path / "progress.csv").is_file() else {}
+    )
+    if table.get("generation", np.zeros(0)).size:
+        # Time axis: the generations' own ask/tell + evaluation seconds, summed.
+        gx = (
+            table["env_steps"]
+            if x == "steps"
+            else np.cumsum(table["time_ask_tell"] + table["time_evaluate"])
+        )
+        for stat in ("best", "mean", "worst"):
+            data.curves[f"fitness/{stat}"] = _valid(gx, table[f"fitness_{stat}"])
+        tested = np.isfinite(table["test_mean"])
+        if tested.any():
+            data.curves["eval/test/mean_reward"] = _valid(gx[tested], table["test_mean"][tested])
+    for metric in data.curves:
+        data.xlabels[metric] = xlabel
     return data
 
 
@@ -325,6 +352,8 @@ def panel_of(metric: str) -> str:
         return "success"
     if metric.endswith("mean_reward"):
         return "reward"
+    if metric.startswith("fitness/"):
+        return "fitness"
     return "accuracy"
 
 
