@@ -1,0 +1,474 @@
+"""Env-steps per second of one ES generation: batched, process pool, per-individual loop, EvoJAX.
+
+    python benchmarks/es.py --setup-evojax          # once: the EvoJAX reference venv
+    python benchmarks/es.py [--population 256 --repeats 16 --steps 1000 --rounds 3]
+
+Writes ``benchmarks/results/es.json`` and ``es.png``. The task is one CMA-ES generation of
+the E3 agent, ``AttentionNeuronPolicy.cartpole`` (913 parameters) on
+``attn_envs/CartPoleSwingUpHarder-v0``: ``population`` solutions, each on the same
+``repeats`` task seeds, episodes of ``steps`` steps. The solutions are the first ``ask()`` of
+:class:`~attn_policies.algorithms.cmaes.CMAES` (``x0 = 0``, ``sigma0 = 0.1``), as a training
+run starts.
+
+Evaluators, all in this run on the same cores:
+
+* ``batched``: :class:`BatchedEvaluator`, torch with 2 threads, and again with 1;
+* ``process pool``: :class:`ProcessEvaluator` with 2 workers of 1 thread each; its start-up
+  (spawn, imports, first rollout) is reported apart;
+* ``per-individual loop``: one ``CartPoleSwingUpEnv(harder=True)`` and one policy at batch 1
+  stepped in Python until the episode ends, as the authors' code evaluates; a subset of the
+  generation is timed and extrapolated from its rate per live step;
+* ``EvoJAX``: ``benchmarks/es_evojax.py`` in ``benchmarks/.venv-evojax`` (EvoJAX's own
+  CartPoleSwingUp(harder) + PermutationInvariantPolicy, its ``SimManager`` rollout).
+
+Env-steps are counted as EvoJAX counts them: ``population x repeats x steps`` per generation
+(``nominal``; EvoJAX and the batched evaluator step every copy until the last one ends). The
+steps of copies still alive (``live``, ``evaluator.env_steps``) are reported too, and the loop
+is also compared on them, since it stops each episode when it ends. Every timed figure is the
+median over ``rounds`` generations run after an untimed warm-up generation; the cases are
+interleaved round by round so drift in machine speed hits every side alike.
+
+CMA-ES's own cost is pycma's ask + tell for ``--cma-generations`` generations at the same
+dimension and population (full covariance, and ``CMA_diagonal``), against a synthetic
+fitness, reported as seconds and as a share of the batched generation time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import matplotlib
+import numpy as np
+import torch
+
+from attn_envs.envs.cartpole_swingup import CartPoleSwingUpEnv
+from attn_policies.algorithms.cmaes import CMAES, CMAESConfig
+from attn_policies.algorithms.es_eval import (
+    BatchedEvaluator,
+    Evaluator,
+    PolicyFactory,
+    ProcessEvaluator,
+    RolloutSpec,
+)
+from attn_policies.neuron import AttentionNeuronPolicy
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+HERE = Path(__file__).parent
+OUT = HERE / "results"
+VENV = HERE / ".venv-evojax"
+REQUIREMENTS = HERE / "evojax-requirements.txt"
+ENV_ID = "attn_envs:attn_envs/CartPoleSwingUpHarder-v0"
+POLICY = PolicyFactory("attn_policies.neuron:AttentionNeuronPolicy.cartpole")
+LOOP = "per-individual loop"
+POOL = "process pool"
+
+
+def setup_evojax(path: Path = VENV) -> Path:
+    """Create the EvoJAX venv at ``path`` (if missing) and install ``evojax-requirements.txt``."""
+    python = path / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    pip = [str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)]
+    subprocess.run(pip, check=True)
+    return python
+
+
+def run_evojax(python: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Time EvoJAX in its venv; its JSON, or ``{"error": ...}`` when it cannot run."""
+    if not python.exists():
+        return {"error": f"{python} not found: run `python {__file__} --setup-evojax` first"}
+    cmd = [
+        str(python),
+        str(HERE / "es_evojax.py"),
+        *("--population", str(args.population), "--repeats", str(args.repeats)),
+        *("--steps", str(args.steps), "--rounds", str(args.rounds)),
+        *("--hidden-dim", str(args.evojax_hidden_dim), "--sigma", str(args.sigma0)),
+        *("--seed", str(args.seed)),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {proc.returncode}: {tail[:300]}", "command": " ".join(cmd)}
+    return {**json.loads(lines[-1]), "command": " ".join(cmd)}
+
+
+def make_spec(steps: int) -> RolloutSpec:
+    return RolloutSpec(
+        policy_fn=POLICY,
+        env_id=ENV_ID,
+        env_kwargs={"max_episode_steps": steps},
+        max_steps=steps,
+        torch_threads=1,  # per pool worker: 2 workers x 1 thread on 2 cores
+    )
+
+
+def first_generation(dim: int, population: int, sigma0: float, seed: int) -> np.ndarray:
+    """The first ``ask()`` of a CMA-ES run from ``x0 = 0``: ``sigma0``-wide samples."""
+    cfg = CMAESConfig(population=population, sigma0=sigma0, seed=seed)
+    return CMAES(dim, cfg).ask().astype(np.float32)
+
+
+def loop_episode(
+    policy: AttentionNeuronPolicy, env: CartPoleSwingUpEnv, solution: np.ndarray, seed: int
+) -> tuple[float, int]:
+    """The authors' evaluation of one individual on one seed: ``(return, steps)``."""
+    policy.set_flat_parameters(solution)
+    obs, _ = env.reset(seed=seed)
+    state, total, steps = None, 0.0, 0
+    with torch.no_grad():
+        while True:
+            action, state = policy(torch.as_tensor(obs)[None], state)
+            obs, reward, terminated, truncated, _ = env.step(action[0].numpy())
+            total += reward
+            steps += 1
+            if terminated or truncated:
+                return total, steps
+
+
+class Case:
+    """One timed evaluator: a warm-up generation, then one timed generation per round."""
+
+    def __init__(self, name: str, evaluator: Evaluator, threads: int | None = None) -> None:
+        self.name, self.evaluator, self.threads = name, evaluator, threads
+        self.seconds: list[float] = []
+        self.live: list[int] = []
+        self.returns: np.ndarray | None = None
+        self.extra: dict[str, Any] = {}  # evaluator-specific fields of the summary row
+
+    def run(self, solutions: np.ndarray, seeds: list[int], timed: bool = True) -> None:
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
+        before = self.evaluator.env_steps
+        start = time.perf_counter()
+        self.returns = self.evaluator.evaluate(solutions, seeds)
+        seconds = time.perf_counter() - start
+        if timed:
+            self.seconds.append(seconds)
+            self.live.append(self.evaluator.env_steps - before)
+
+    def summary(self, nominal: int) -> dict[str, Any]:
+        seconds, live = statistics.median(self.seconds), statistics.median(self.live)
+        row: dict[str, Any] = {
+            "seconds_per_generation": seconds,
+            "seconds_all_rounds": self.seconds,
+            "env_steps_per_s": nominal / seconds,
+            "live_env_steps": int(live),
+            "live_env_steps_per_s": live / seconds,
+        }
+        if self.threads is not None:
+            row["torch_threads"] = self.threads
+        if isinstance(self.evaluator, BatchedEvaluator):
+            row["steps_stepped"] = int(self.evaluator.last_lengths.max())  # until the last ends
+        return row | self.extra
+
+
+def time_loop(
+    solutions: np.ndarray, seeds: list[int], steps: int, individuals: int, repeats: int
+) -> dict[str, Any]:
+    """Time the per-individual loop on the first ``individuals`` x ``repeats`` episodes."""
+    torch.set_num_threads(1)  # batch 1: more threads only add synchronisation
+    policy = POLICY().eval()
+    env = CartPoleSwingUpEnv(harder=True, max_episode_steps=steps)
+    loop_episode(policy, env, solutions[0], seeds[0])  # warm-up
+    returns = np.zeros((individuals, repeats))
+    live = 0
+    start = time.perf_counter()
+    for i in range(individuals):
+        for r in range(repeats):
+            returns[i, r], n = loop_episode(policy, env, solutions[i], seeds[r])
+            live += n
+    seconds = time.perf_counter() - start
+    return {
+        "subset": f"{individuals} individuals x {repeats} repeats",
+        "torch_threads": 1,
+        "seconds": seconds,
+        "live_env_steps": live,
+        "live_env_steps_per_s": live / seconds,
+        "returns": returns,
+    }
+
+
+def time_cma(
+    dim: int, population: int, sigma0: float, generations: int, seed: int, **options: Any
+) -> dict[str, Any]:
+    """pycma ask + tell seconds per generation against a synthetic (sphere) fitness."""
+    es = CMAES(dim, CMAESConfig(population=population, sigma0=sigma0, seed=seed, options=options))
+    target = np.random.default_rng(seed).standard_normal(dim)
+    times = []
+    for _ in range(generations):
+        t0 = time.perf_counter()
+        x = es.ask()
+        t1 = time.perf_counter()
+        fitness = -np.square(x - target).sum(axis=1)
+        t2 = time.perf_counter()
+        es.tell(x, fitness)
+        times.append((t1 - t0) + (time.perf_counter() - t2))
+    return {
+        "options": options,
+        "generations": generations,
+        "mean_seconds": statistics.fmean(times),
+        "max_seconds": max(times),
+        "seconds_all": times,
+    }
+
+
+def plot(rates: dict[str, float], title: str, path: Path) -> None:
+    labels = list(rates)
+    fig, ax = plt.subplots(figsize=(7, 0.5 * len(labels) + 1.2))
+    colors = ["grey" if "EvoJAX" in n else "tab:blue" for n in labels]
+    ax.barh(labels, [rates[n] for n in labels], color=colors)
+    for y, name in enumerate(labels):
+        ax.text(rates[name], y, f" {rates[name]:,.0f}", va="center", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("env-steps/s (population x repeats x steps per generation; log scale)")
+    ax.set_title(title, fontsize=9)
+    ax.invert_yaxis()
+    ax.margins(x=0.25)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a / b
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--population", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3, help="timed generations per evaluator")
+    parser.add_argument("--sigma0", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2, help="process-pool workers")
+    parser.add_argument("--loop-individuals", type=int, default=8)
+    parser.add_argument("--loop-repeats", type=int, default=1)
+    parser.add_argument("--cma-generations", type=int, default=20)
+    parser.add_argument("--evojax-hidden-dim", type=int, default=16, help="M (seed 001: 16)")
+    parser.add_argument("--evojax-python", type=Path, default=VENV / "bin" / "python")
+    parser.add_argument("--no-evojax", action="store_true")
+    parser.add_argument("--setup-evojax", action="store_true", help="create the venv and exit")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    positive = ("population", "repeats", "steps", "rounds", "workers", "loop_individuals")
+    for name in (*positive, "loop_repeats", "cma_generations"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.population < 2 or args.loop_individuals > args.population:
+        parser.error("need 2 <= --population and --loop-individuals <= --population")
+    if args.loop_repeats > args.repeats:
+        parser.error("--loop-repeats must be <= --repeats")
+    return args
+
+
+def start_pool(spec: RolloutSpec, workers: int, solutions: np.ndarray, seeds: list[int]) -> Case:
+    """Start the pool with one episode per worker; a second such call gives its rollout time."""
+    t0 = time.perf_counter()
+    pool = ProcessEvaluator(spec, n_workers=workers)
+    tiny = solutions[:workers], seeds[:1]
+    pool.evaluate(*tiny)
+    t1 = time.perf_counter()
+    pool.evaluate(*tiny)
+    t2 = time.perf_counter()
+    case = Case(POOL, pool)
+    case.extra = {
+        "workers": workers,
+        "torch_threads_per_worker": spec.torch_threads,
+        "start_up": {
+            "first_call_seconds": t1 - t0,
+            "rollout_seconds": t2 - t1,
+            "startup_seconds": (t1 - t0) - (t2 - t1),  # spawn + imports + evaluator build
+        },
+    }
+    return case
+
+
+def time_evaluators(
+    args: argparse.Namespace, spec: RolloutSpec
+) -> tuple[dict[str, dict[str, Any]], np.ndarray, list[int], np.ndarray]:
+    """Batched (2 and 1 threads), pool and loop rows; also solutions, seeds, batched returns."""
+    nominal = args.population * args.repeats * args.steps
+    cases = [
+        Case("batched, 2 threads", BatchedEvaluator(spec), threads=2),
+        Case("batched, 1 thread", BatchedEvaluator(spec), threads=1),
+    ]
+    dim = cases[0].evaluator.num_parameters
+    solutions = first_generation(dim, args.population, args.sigma0, args.seed)
+    seeds = np.random.default_rng(args.seed).integers(0, 2**31 - 1, args.repeats).tolist()
+    cases.append(start_pool(spec, args.workers, solutions, seeds))
+    try:
+        for case in cases:
+            case.run(solutions, seeds, timed=False)
+        for r in range(args.rounds):
+            for case in cases:
+                case.run(solutions, seeds)
+                print(f"round {r}: {case.name:20s} {case.seconds[-1]:8.3f} s", flush=True)
+    finally:
+        cases[-1].evaluator.close()
+    rows = {case.name: case.summary(nominal) for case in cases}
+    batched = cases[0].returns
+    assert batched is not None and cases[-1].returns is not None
+    rows[POOL]["max_abs_return_diff_vs_batched"] = float(np.abs(cases[-1].returns - batched).max())
+
+    loop = time_loop(solutions, seeds, args.steps, args.loop_individuals, args.loop_repeats)
+    same = batched[: args.loop_individuals, : args.loop_repeats]
+    rate = loop["live_env_steps_per_s"]
+    rows[LOOP] = {
+        **{k: v for k, v in loop.items() if k != "returns"},
+        "max_abs_return_diff_vs_batched": float(np.abs(loop["returns"] - same).max()),
+        "seconds_per_generation": nominal / rate,
+        "seconds_per_generation_live": rows["batched, 2 threads"]["live_env_steps"] / rate,
+        "env_steps_per_s": rate,
+        "extrapolation": (
+            "seconds_per_generation = population x repeats x steps / live_env_steps_per_s "
+            "(every rollout run to the full steps, EvoJAX's count); seconds_per_generation_live"
+            " = the batched run's live steps of this generation / live_env_steps_per_s (the "
+            "loop stops each episode when it ends)"
+        ),
+    }
+    return rows, solutions, seeds, batched
+
+
+def compare(
+    rows: dict[str, dict[str, Any]], evojax: dict[str, Any] | None, cma: dict[str, Any]
+) -> tuple[dict[str, float | None], dict[str, bool | None]]:
+    """Speed-up ratios (env-steps/s over env-steps/s) and the issue's goals."""
+
+    def rate(name: str, key: str = "env_steps_per_s") -> float:
+        return rows[name][key]
+
+    evojax_rate = evojax.get("env_steps_per_s") if evojax else None
+    two, one = "batched, 2 threads", "batched, 1 thread"
+    speedups = {
+        "batched_over_loop": ratio(rate(two), rate(LOOP)),
+        "batched_over_loop_live": ratio(
+            rate(two, "live_env_steps_per_s"), rate(LOOP, "live_env_steps_per_s")
+        ),
+        "batched_over_evojax": ratio(rate(two), evojax_rate),
+        "batched_1_thread_over_loop": ratio(rate(one), rate(LOOP)),
+        "batched_1_thread_over_evojax": ratio(rate(one), evojax_rate),
+        "pool_over_loop": ratio(rate(POOL), rate(LOOP)),
+        "batched_over_pool": ratio(rate(two), rate(POOL)),
+    }
+    over_evojax = speedups["batched_over_evojax"]
+    goals = {
+        "batched >= 50x loop": speedups["batched_over_loop"] >= 50,
+        "batched >= 50x loop (live steps)": speedups["batched_over_loop_live"] >= 50,
+        "batched >= 2x EvoJAX": None if over_evojax is None else over_evojax >= 2,
+        "CMA ask+tell < 10% of generation (full covariance, max)": (
+            cma["full covariance"]["max_share_of_batched_generation"] < 0.1
+        ),
+        "CMA ask+tell < 10% of generation (CMA_diagonal, max)": (
+            cma["CMA_diagonal"]["max_share_of_batched_generation"] < 0.1
+        ),
+    }
+    return speedups, goals
+
+
+def main() -> None:
+    args = parse_args()
+    if args.setup_evojax:
+        print(f"EvoJAX venv ready: {setup_evojax()}")
+        return
+    load_start = os.getloadavg()
+    if load_start[0] > 0.5:
+        print(f"warning: load average {load_start[0]:.2f}; timings need an idle machine")
+
+    # EvoJAX first and alone: its process has exited before ours start.
+    evojax = None if args.no_evojax else run_evojax(args.evojax_python, args)
+    if evojax is not None:
+        print(f"EvoJAX: {evojax.get('seconds_per_generation', evojax.get('error'))}", flush=True)
+
+    spec = make_spec(args.steps)
+    rows, solutions, seeds, returns = time_evaluators(args, spec)
+    dim = solutions.shape[1]
+
+    print("CMA-ES ask+tell ...", flush=True)
+    batched_s = rows["batched, 2 threads"]["seconds_per_generation"]
+    cma = {
+        name: time_cma(dim, args.population, args.sigma0, args.cma_generations, args.seed, **opts)
+        for name, opts in (("full covariance", {}), ("CMA_diagonal", {"CMA_diagonal": True}))
+    }
+    for row in cma.values():
+        row["mean_share_of_batched_generation"] = row["mean_seconds"] / batched_s
+        row["max_share_of_batched_generation"] = row["max_seconds"] / batched_s
+    speedups, goals = compare(rows, evojax, cma)
+
+    fitness = returns.mean(axis=1)
+    results = {
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "cpu_count": os.cpu_count(),
+            "usable_cores": len(os.sched_getaffinity(0)),
+            "loadavg_start": load_start,
+            "loadavg_end": os.getloadavg(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "numpy": np.__version__,
+            "gymnasium": gym.__version__,
+            "cma": version("cma"),
+            "jax": (evojax or {}).get("versions", {}).get("jax"),
+        },
+        "task": {
+            "env_id": ENV_ID,
+            "policy": POLICY.target,
+            "num_parameters": dim,
+            "population": args.population,
+            "repeats": args.repeats,
+            "steps": args.steps,
+            "nominal_env_steps_per_generation": args.population * args.repeats * args.steps,
+            "solutions": f"first CMAES.ask(): x0 = 0, sigma0 = {args.sigma0}, seed {args.seed}",
+            "task_seeds": seeds,
+            "fitness_mean": float(fitness.mean()),
+            "fitness_max": float(fitness.max()),
+            "rounds": args.rounds,
+        },
+        "evaluators": rows,
+        "evojax": evojax,
+        "speedups": speedups,
+        "goals": goals,
+        "cma_ask_tell": cma,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "es.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
+
+    rates = {name: row["env_steps_per_s"] for name, row in rows.items()}
+    if evojax is not None and "env_steps_per_s" in evojax:
+        versions = evojax["versions"]
+        label = f"EvoJAX {versions['evojax']} (jax {versions['jax']})"
+        rates[label] = evojax["env_steps_per_s"]
+    title = (
+        f"CartPoleSwingUpHarder + AttentionNeuron, {args.population} x {args.repeats} x "
+        f"{args.steps} steps, {os.cpu_count()} cores"
+    )
+    plot(rates, title, args.out / "es.png")
+    for name, value in rates.items():
+        print(f"{name:40s} {value:14,.0f} env-steps/s")
+    for name, value in speedups.items():
+        print(f"{name:40s} {'n/a' if value is None else f'{value:10.1f}x'}")
+    for name, row in cma.items():
+        mean, top = row["mean_seconds"], row["max_seconds"]
+        print(f"CMA {name:20s} ask+tell mean {mean:.3f} s, max {top:.3f} s per generation")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    gym.logger.min_level = 40
+    main()
