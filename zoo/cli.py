@@ -1,5 +1,5 @@
 """``attn-zoo``: a thin command line over :mod:`zoo` (``list``, ``show``, ``train``,
-``evaluate``, ``record``, ``plot``, ``maps``)."""
+``evaluate``, ``record``, ``plot``, ``robustness``, ``maps``)."""
 
 from __future__ import annotations
 
@@ -128,6 +128,25 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_robustness(args: argparse.Namespace) -> int:
+    from zoo.robustness import parse_sweep, run_sweep, write_table
+
+    sweeps = [parse_sweep(spec) for spec in args.sweep]  # all errors before any episode
+    out = Path(args.out) if args.out else Path(args.runs[0]) / "robustness"
+    for sweep in sweeps:
+        rows = run_sweep(
+            args.runs,
+            sweep,
+            n_episodes=args.episodes,
+            seed=args.seed,
+            which=args.which,
+            rescale=not args.no_rescale,
+        )
+        for path in write_table(rows, sweep.name, out):
+            print(path)
+    return 0
+
+
 def _cmd_maps(args: argparse.Namespace) -> int:
     from zoo.maps import run_maps
 
@@ -199,6 +218,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="PNG path (default: curves.png in the first run folder)")
     p.add_argument("--x", default="steps", choices=["steps", "time"])
     p.set_defaults(func=_cmd_plot)
+
+    p = sub.add_parser("robustness", help="test a trained run under perturbations (tables)")
+    p.add_argument("runs", nargs="+", help="run folders (several: one row each)")
+    p.add_argument(
+        "--sweep",
+        action="append",
+        required=True,
+        help="shuffle | reshuffle=T,.. | channels | occlusion=R,.. | background=NAME,.. | "
+        "regression (repeatable)",
+    )
+    p.add_argument("--episodes", type=int, help="episodes per cell (default eval.final_episodes)")
+    p.add_argument("--seed", type=int, help="test seed (default eval.test_seed)")
+    p.add_argument("--which", default="best", choices=["best", "last"])
+    p.add_argument("--out", help="folder for the tables (default RUN/robustness)")
+    p.add_argument("--no-rescale", action="store_true", help="keep the output scale at 1")
+    p.set_defaults(func=_cmd_robustness)
 
     p = sub.add_parser("maps", help="attention figures of a trained run")
     p.add_argument("run")

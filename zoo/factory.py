@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import sys
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,9 +122,15 @@ def resolve_wrappers(specs: list[WrapperSpec]) -> list[tuple[type, dict[str, Any
 
 
 def make_env_fn(
-    run: RunConfig, monitor_file: str | None = None, render_mode: str | None = None
+    run: RunConfig,
+    monitor_file: str | None = None,
+    render_mode: str | None = None,
+    extra_wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
 ) -> Callable[[], gym.Env]:
-    """A picklable thunk building one env of the run (for Dummy/SubprocVecEnv)."""
+    """A picklable thunk building one env of the run (for Dummy/SubprocVecEnv).
+
+    ``extra_wrappers`` (test-time perturbations) go after the run's own ``env_wrapper``.
+    """
     env_id = run.body["env"]
     env_kwargs = dict(run.body.get("env_kwargs") or {})
     if render_mode is not None:
@@ -140,6 +146,8 @@ def make_env_fn(
         env = Monitor(env, filename=monitor_file)
         for cls, kwargs in wrappers:
             env = cls(env, **kwargs)
+        for wrap in extra_wrappers:
+            env = wrap(env)
         return env
 
     return thunk
@@ -157,6 +165,7 @@ def make_vec_env(
     prefix: str = "",
     training: bool = True,
     render_mode: str | None = None,
+    extra_wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
 ) -> VecEnv:
     """The run's vectorised env, with frame stacking and normalisation as configured.
 
@@ -167,6 +176,7 @@ def make_vec_env(
         prefix: Monitor file prefix.
         training: for ``VecNormalize``: update statistics (training) or not (evaluation).
         render_mode: passed to ``gym.make``.
+        extra_wrappers: more ``env -> env`` wrappers after the run's ``env_wrapper``.
     """
     n = int(n_envs or run.body.get("n_envs", 1))
     fns = []
@@ -175,7 +185,7 @@ def make_vec_env(
         if monitor_dir is not None:
             Path(monitor_dir).mkdir(parents=True, exist_ok=True)
             monitor_file = str(Path(monitor_dir) / f"{prefix}{rank}")
-        fns.append(make_env_fn(run, monitor_file, render_mode))
+        fns.append(make_env_fn(run, monitor_file, render_mode, extra_wrappers))
     vec_cls = SubprocVecEnv if run.body.get("vec_env") == "subproc" and n > 1 else DummyVecEnv
     venv: VecEnv = vec_cls(fns)
     if run.body.get("frame_stack"):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import configure
@@ -15,7 +16,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from zoo import factory
 from zoo.config import ConfigError, RunConfig, deep_merge, nearest
-from zoo.evaluation import KeepBestCallback, evaluate_modes, summary
+from zoo.evaluation import KeepBestCallback, evaluate_modes, evaluate_policy, summary
 
 RL_KEYS: dict[str, tuple[type, ...] | None] = {
     "env": (str,),
@@ -289,6 +290,42 @@ class SB3Trainer:
             return int(model.num_timesteps), results
         finally:
             env.close()
+
+    def episode_returns(
+        self,
+        path: Path,
+        run: RunConfig,
+        *,
+        wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
+        n_episodes: int,
+        seed: int,
+        which: str = "best",
+        policy_kwargs: dict[str, Any] | None = None,
+        n_envs: int | None = None,
+    ) -> dict[str, list[float]]:
+        """Deterministic test episodes with ``wrappers`` after the run's own ``env_wrapper``.
+
+        SB3 policies have no test-time settings: a non-empty ``policy_kwargs`` raises
+        ``ValueError``.
+        """
+        if policy_kwargs:
+            raise ValueError(f"SB3 policies take no test-time settings, got {policy_kwargs}")
+        file, norm = self.model_file(Path(path), which)
+        model = factory.algo_class(run).load(file, device=run.body.get("device", "cpu"))
+        env = factory.make_vec_env(
+            stages(run)[-1][0],
+            n_envs=n_envs or run.eval.n_envs,
+            training=False,
+            extra_wrappers=wrappers,
+        )
+        if isinstance(env, VecNormalize) and norm.exists():
+            env = VecNormalize.load(str(norm), env.venv)
+            env.training, env.norm_reward = False, False
+        try:
+            result = evaluate_policy(model, env, n_episodes, "deterministic", seed)
+        finally:
+            env.close()
+        return {"rewards": result["rewards"], "lengths": result["lengths"]}
 
     def evaluate(
         self,

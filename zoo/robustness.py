@@ -1,0 +1,346 @@
+"""Robustness sweeps of trained zoo agents (seed 001's tables): ``attn-zoo robustness``.
+
+A sweep is a list of test conditions; each condition plays the same test episodes (seeds
+``seed, seed + 1, ...``, by default the run's ``eval.test_seed``, so the unperturbed column
+equals ``eval.json``) under one perturbation of what the agent sees:
+
+- ``shuffle``: the observation as is, and shuffled once per episode;
+- ``reshuffle=25,50,100,200,500``: reshuffled every t steps;
+- ``channels``: seed 001's E3 columns: 5 obs, 5 obs shuffled, 10 obs (each input duplicated),
+  5 obs + 5 pure-noise channels (sigma 0.1); with extra channels an AttentionNeuron's output
+  is scaled by (original / new number of inputs), 0.5 here, unless ``rescale=False``;
+- ``occlusion=0,0.3,0.5,0.7``: a fraction of the patch tokens removed for the episode;
+  with several runs the table is a train-ratio x test-ratio heat map (seed 001's Pong figure);
+- ``background=kof,mt_fuji,...``: CarRacing's grass replaced by a picture (E6);
+- ``regression``: not a perturbation: the R² of each input regressed on the AttentionNeuron's
+  output (:func:`zoo.analysis.input_regression`).
+
+Vector-observation perturbations are the ``attn_envs`` wrappers appended after the run's own
+``env_wrapper``; the screen presets (``PuzzlePong``, ``PuzzleCarRacing``) take them as
+env kwargs (``reshuffle_every``, ``occlusion``, ``background``). Episodes run vectorised
+(each trainer's ``episode_returns``). A condition the agent cannot take (an FNN given 10
+inputs) is reported as ``n/a`` with the reason, not as an error.
+
+Example:
+    >>> [c.label for c in parse_sweep("reshuffle=25,50").conditions]
+    ['reshuffle every 25', 'reshuffle every 50']
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from attn_policies.extractors import import_object
+from zoo import factory
+from zoo.config import ConfigError, RunConfig, nearest
+from zoo.runs import Run, load
+from zoo.trainers import get_trainer
+
+__all__ = ["Condition", "Sweep", "parse_sweep", "run_sweep", "write_table"]
+
+Wrapper = Callable[[gym.Env], gym.Env]
+SWEEPS = ("shuffle", "reshuffle", "channels", "occlusion", "background", "regression")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One test condition: env kwargs and/or wrappers, and test-time policy settings.
+
+    Attributes:
+        label: column name in the table.
+        kind: ``"shuffle"``, ``"channels"``, ``"occlusion"``, ``"background"`` or ``"none"``.
+        value: the swept value (t, ratio, picture name, number of inputs).
+        extra_inputs: multiplies the number of vector inputs (duplicates / noise channels).
+    """
+
+    label: str
+    kind: str = "none"
+    value: Any = None
+    extra_inputs: int = 1
+    noise: bool = False
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    conditions: list[Condition] = field(default_factory=list)
+
+
+def _values(name: str, raw: str, cast: Callable[[str], Any]) -> list[Any]:
+    if not raw:
+        raise ConfigError(f"sweep {name!r} needs values, e.g. '{name}=1,2'")
+    try:
+        return [cast(v) for v in raw.split(",")]
+    except ValueError:
+        raise ConfigError(f"sweep {name!r}: cannot read values {raw!r}") from None
+
+
+def parse_sweep(spec: str) -> Sweep:
+    """``"name"`` or ``"name=v1,v2,..."`` (see the module docstring for the names)."""
+    name, _, raw = spec.partition("=")
+    name = name.strip()
+    if name == "shuffle":
+        return Sweep(name, [Condition("as is"), Condition("shuffled", "shuffle")])
+    if name == "reshuffle":
+        ts = _values(name, raw, int)
+        if any(t < 1 for t in ts):
+            raise ConfigError("sweep 'reshuffle': every t must be >= 1")
+        return Sweep(name, [Condition(f"reshuffle every {t}", "shuffle", t) for t in ts])
+    if name == "channels":
+        return Sweep(
+            name,
+            [
+                Condition("as is"),
+                Condition("shuffled", "shuffle"),
+                Condition("duplicated x2, shuffled", "channels", extra_inputs=2),
+                Condition("+ noise channels (sigma 0.1), shuffled", "channels", 2, 2, True),
+            ],
+        )
+    if name == "occlusion":
+        ratios = _values(name, raw, float)
+        if any(not 0 <= r < 1 for r in ratios):
+            raise ConfigError("sweep 'occlusion': ratios must be in [0, 1)")
+        return Sweep(name, [Condition(f"occlusion {r:g}", "occlusion", r) for r in ratios])
+    if name == "background":
+        from attn_envs.background import available_backgrounds
+
+        names = _values(name, raw or ",".join(available_backgrounds()), str)
+        return Sweep(name, [Condition("no change")] + [
+            Condition(f"background {n}", "background", n) for n in names
+        ])  # fmt: skip
+    if name == "regression":
+        return Sweep(name, [])
+    raise ConfigError(f"unknown sweep {name!r}.{nearest(name, SWEEPS)} Known: {', '.join(SWEEPS)}")
+
+
+def _env_params(run: RunConfig) -> set[str]:
+    """Named parameters of the run's env entry point (the screen presets take perturbations)."""
+    entry = gym.spec(run.body["env"]).entry_point
+    target = import_object(entry) if isinstance(entry, str) else entry
+    try:
+        return set(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _prepare(
+    run: RunConfig, condition: Condition, rescale: bool
+) -> tuple[RunConfig, list[Wrapper], dict[str, Any] | None]:
+    """The run (env kwargs changed), wrappers and policy settings of one condition."""
+    from attn_envs import (
+        BackgroundObservation,
+        DuplicateObservation,
+        NoiseChannelsObservation,
+        OcclusionObservation,
+        ShuffleObservation,
+    )
+
+    params = _env_params(run)
+    env_kwargs = dict(run.body.get("env_kwargs") or {})
+    wrappers: list[Wrapper] = []
+    policy_kwargs = None
+    kind, value = condition.kind, condition.value
+    if kind == "shuffle" and "reshuffle_every" in params:
+        env_kwargs.update(shuffle=True, reshuffle_every=value)
+    elif kind == "shuffle":
+        wrappers.append(lambda env: ShuffleObservation(env, reshuffle_every=value))
+    elif kind == "channels":
+        if condition.noise:
+            wrappers.append(lambda env: NoiseChannelsObservation(env, n=_n_inputs(env), std=0.1))
+        else:
+            wrappers.append(lambda env: DuplicateObservation(env, copies=condition.extra_inputs))
+        wrappers.append(lambda env: ShuffleObservation(env))
+        if rescale:
+            policy_kwargs = {"output_scale": 1.0 / condition.extra_inputs}
+    elif kind == "occlusion" and "occlusion" in params:
+        env_kwargs["occlusion"] = value
+    elif kind == "occlusion":
+        wrappers.append(lambda env: OcclusionObservation(env, ratio=value))
+    elif kind == "background" and "background" in params:
+        env_kwargs["background"] = value
+    elif kind == "background":
+        wrappers.append(lambda env: BackgroundObservation(env, value))
+    changed = dataclasses.replace(run, body={**run.body, "env_kwargs": env_kwargs})
+    return changed, wrappers, policy_kwargs
+
+
+def _n_inputs(env: gym.Env) -> int:
+    return int(np.prod(env.observation_space.shape))
+
+
+def train_ratio(run: RunConfig) -> float:
+    """The occlusion ratio a run was trained with (env kwarg or OcclusionObservation)."""
+    ratio = (run.body.get("env_kwargs") or {}).get("occlusion")
+    for name, kwargs in factory.wrapper_specs(run.body.get("env_wrapper")):
+        if name.endswith("OcclusionObservation"):
+            ratio = kwargs.get("ratio", ratio)
+    return float(ratio or 0.0)
+
+
+def run_sweep(
+    runs: Sequence[Run | str | Path],
+    sweep: Sweep | str,
+    n_episodes: int | None = None,
+    seed: int | None = None,
+    which: str = "best",
+    rescale: bool = True,
+) -> list[dict[str, Any]]:
+    """One row per (run, condition): mean and std of the return over the test episodes.
+
+    Returns:
+        rows with ``run``, ``experiment``, ``condition``, ``value``, ``train_ratio``,
+        ``mean_reward``, ``std_reward``, ``n_episodes`` and ``note`` (why a cell is n/a).
+    """
+    sweep = parse_sweep(sweep) if isinstance(sweep, str) else sweep
+    handles = [r if isinstance(r, Run) else load(r) for r in runs]
+    rows: list[dict[str, Any]] = []
+    for handle in handles:
+        run = handle.config
+        label = f"{run.experiment}/{run.tag}" if run.tag else run.experiment
+        if sweep.name == "regression":
+            from zoo.analysis import input_regression
+
+            result = input_regression(handle, n_episodes=n_episodes or 100, seed=seed or 0)
+            rows += [
+                {"run": str(handle.path), "experiment": label, "condition": name, "r2": r2,
+                 "n_samples": result["n_samples"], "n_episodes": result["n_episodes"]}
+                for name, r2 in result["inputs"].items()
+            ]  # fmt: skip
+            continue
+        trainer = get_trainer(run.algo)
+        n = int(n_episodes or run.eval.final_episodes)
+        test_seed = run.eval.test_seed if seed is None else int(seed)
+        for condition in sweep.conditions:
+            row: dict[str, Any] = {
+                "run": str(handle.path),
+                "experiment": label,
+                "condition": condition.label,
+                "value": condition.value,
+                "train_ratio": train_ratio(run),
+                "mean_reward": math.nan,
+                "std_reward": math.nan,
+                "n_episodes": 0,
+                "note": "",
+            }
+            try:
+                changed, wrappers, policy_kwargs = _prepare(run, condition, rescale)
+                result = trainer.episode_returns(
+                    handle.path,
+                    changed,
+                    wrappers=wrappers,
+                    n_episodes=n,
+                    seed=test_seed,
+                    which=which,
+                    policy_kwargs=policy_kwargs,
+                )
+            except (ValueError, RuntimeError, TypeError) as err:
+                row["note"] = f"n/a: {str(err).splitlines()[0][:160]}"
+            else:
+                rewards = np.asarray(result["rewards"], dtype=float)
+                row.update(
+                    mean_reward=float(rewards.mean()),
+                    std_reward=float(rewards.std()),
+                    n_episodes=len(rewards),
+                )
+                if policy_kwargs:
+                    row["note"] = ", ".join(f"{k}={v:g}" for k, v in policy_kwargs.items())
+            rows.append(row)
+    return rows
+
+
+def _cell(row: dict[str, Any]) -> str:
+    if "r2" in row:
+        return f"{row['r2']:.3f}"
+    if not row["n_episodes"]:
+        return "n/a"
+    return f"{row['mean_reward']:.1f} ± {row['std_reward']:.1f}"
+
+
+def markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """Runs as rows, conditions as columns, ``mean ± std``; notes listed below."""
+    conditions = list(dict.fromkeys(r["condition"] for r in rows))
+    experiments = list(dict.fromkeys(r["experiment"] for r in rows))
+    lines = [
+        "| agent | " + " | ".join(conditions) + " |",
+        "| --- |" + " --- |" * len(conditions),
+    ]
+    for exp in experiments:
+        cells = {r["condition"]: _cell(r) for r in rows if r["experiment"] == exp}
+        lines.append(f"| {exp} | " + " | ".join(cells.get(c, "") for c in conditions) + " |")
+    n = sorted({r["n_episodes"] for r in rows if r.get("n_episodes")})
+    notes = sorted(
+        {f"{r['experiment']}, {r['condition']}: {r['note']}" for r in rows if r.get("note")}
+    )
+    footer = [f"\nEpisodes per cell: {', '.join(map(str, n))}."] if n else []
+    return "\n".join(lines + footer + [f"- {note}" for note in notes]) + "\n"
+
+
+def plot(rows: Sequence[dict[str, Any]], title: str, path: Path) -> Path:
+    """A bar chart (mean ± std per condition and agent), or the occlusion heat map."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    experiments = list(dict.fromkeys(r["experiment"] for r in rows))
+    conditions = list(dict.fromkeys(r["condition"] for r in rows))
+    value = "r2" if rows and "r2" in rows[0] else "mean_reward"
+    heat = (
+        len(experiments) > 1
+        and all(r.get("value") is not None for r in rows)
+        and (title == "occlusion")
+    )
+    if heat:
+        trains = sorted({r["train_ratio"] for r in rows})
+        tests = sorted({r["value"] for r in rows})
+        grid = np.full((len(trains), len(tests)), np.nan)
+        for r in rows:
+            grid[trains.index(r["train_ratio"]), tests.index(r["value"])] = r["mean_reward"]
+        image = ax.imshow(grid, cmap="viridis", aspect="auto")
+        for (i, j), v in np.ndenumerate(grid):
+            ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.0f}", ha="center", va="center",
+                    color="w")  # fmt: skip
+        ax.set_xticks(range(len(tests)), [f"{t:g}" for t in tests])
+        ax.set_yticks(range(len(trains)), [f"{t:g}" for t in trains])
+        ax.set_xlabel("test occlusion ratio")
+        ax.set_ylabel("train occlusion ratio")
+        fig.colorbar(image, ax=ax, label="mean return")
+    else:
+        width = 0.8 / max(len(experiments), 1)
+        for k, exp in enumerate(experiments):
+            by = {r["condition"]: r for r in rows if r["experiment"] == exp}
+            means = [by.get(c, {}).get(value, math.nan) for c in conditions]
+            errs = [by.get(c, {}).get("std_reward", 0.0) for c in conditions]
+            x = np.arange(len(conditions)) + k * width
+            ax.bar(x, means, width, yerr=None if value == "r2" else errs, label=exp, capsize=2)
+        ax.set_xticks(np.arange(len(conditions)) + 0.4 - width / 2, conditions, rotation=20,
+                      ha="right", fontsize=8)  # fmt: skip
+        ax.set_ylabel("R²" if value == "r2" else "mean return (± std)")
+        ax.legend(fontsize=8)
+    ax.set_title(f"robustness: {title}")
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def write_table(rows: Sequence[dict[str, Any]], name: str, out: str | Path) -> list[Path]:
+    """``<out>/<name>.csv``, ``.md`` and ``.png``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with (out / f"{name}.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    (out / f"{name}.md").write_text(markdown(rows))
+    return [out / f"{name}.csv", out / f"{name}.md", plot(rows, name, out / f"{name}.png")]
