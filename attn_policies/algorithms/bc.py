@@ -1,0 +1,230 @@
+"""Behaviour cloning (seed 001, E4 Ant and E5 Puzzle Pong): a student imitates a teacher.
+
+Read top to bottom: :func:`collect_rollouts` plays a teacher in a vector env and records what
+the student will see with the teacher's targets; :func:`train_bc` fits the student with Adam,
+gradient clipping and, per batch, the two augmentations of seed 001:
+
+- Gaussian noise on the previous action the student is fed (``prev_action_noise``; the Ant
+  student used sigma 0.03), so it does not learn to copy ``a_{t-1}``;
+- patch occlusion (``occlusion``): every sample of a batch keeps the same number of randomly
+  chosen patch tokens, the rest are dropped (the AttentionNeuron takes any number of tokens),
+  which is how the Puzzle Pong agent learnt to play with part of the screen.
+
+The loss is the MSE between the student's outputs and the teacher's logits (Discrete) or
+action means (Box), or the cross-entropy of the student's logits against the teacher's
+actions.
+
+Example:
+    >>> import torch
+    >>> from torch import nn
+    >>> rng = np.random.default_rng(0)
+    >>> obs = rng.normal(size=(256, 4)).astype(np.float32)
+    >>> data = BCDataset(obs, obs @ np.ones((4, 2), np.float32), np.zeros(256, np.int64))
+    >>> _ = torch.manual_seed(0)
+    >>> history = train_bc(nn.Linear(4, 2), data, BCConfig(epochs=20, learning_rate=0.05))
+    >>> history[0]["loss"] > 10 * history[-1]["loss"]
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["BCConfig", "BCDataset", "collect_rollouts", "occlude_tokens", "train_bc"]
+
+Obs = np.ndarray | dict[str, np.ndarray]
+
+
+@dataclass
+class BCConfig:
+    """Behaviour-cloning settings (E4: batch 64, Adam 1e-3, grad clip 0.5, sigma 0.03).
+
+    Args:
+        batch_size: samples per gradient step.
+        learning_rate: Adam step size.
+        grad_clip: max global gradient norm (``0`` turns clipping off).
+        epochs: passes over the dataset.
+        loss: ``"mse"`` against teacher outputs, ``"cross_entropy"`` against its actions.
+        prev_action_noise: std of the Gaussian noise added to ``obs[prev_action_key]``.
+        prev_action_key: the Dict entry holding ``a_{t-1}``.
+        occlusion: fraction of patch tokens dropped in every batch, or ``(low, high)`` to draw
+            it per batch.
+        tokens_key: the Dict entry holding the tokens (``None``: the observation itself).
+        seed: seeds shuffling, noise and occlusion.
+    """
+
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    grad_clip: float = 0.5
+    epochs: int = 10
+    loss: Literal["mse", "cross_entropy"] = "mse"
+    prev_action_noise: float = 0.0
+    prev_action_key: str = "prev_action"
+    occlusion: float | tuple[float, float] = 0.0
+    tokens_key: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.loss not in ("mse", "cross_entropy"):
+            raise ValueError(f"loss must be 'mse' or 'cross_entropy', got {self.loss!r}")
+        if self.batch_size < 1 or self.epochs < 1 or self.learning_rate <= 0:
+            raise ValueError("batch_size and epochs must be >= 1 and learning_rate > 0")
+        low, high = _ratio_range(self.occlusion)
+        if not 0 <= low <= high < 1:
+            raise ValueError(f"occlusion must lie in [0, 1), got {self.occlusion!r}")
+
+
+def _ratio_range(occlusion: float | tuple[float, float]) -> tuple[float, float]:
+    if isinstance(occlusion, tuple | list):
+        return float(occlusion[0]), float(occlusion[1])
+    return float(occlusion), float(occlusion)
+
+
+class BCDataset(NamedTuple):
+    """Student inputs (array or Dict of arrays, first axis = sample), teacher outputs, actions."""
+
+    obs: Obs
+    targets: np.ndarray
+    actions: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+
+Teacher = Callable[[Obs], tuple[np.ndarray, np.ndarray]]
+
+
+def sb3_teacher(model: Any) -> Teacher:
+    """An SB3 model as a teacher: deterministic actions, and its logits or action means."""
+
+    def act(obs: Obs) -> tuple[np.ndarray, np.ndarray]:
+        with torch.no_grad():
+            tensor, _ = model.policy.obs_to_tensor(obs)
+            dist = model.policy.get_distribution(tensor).distribution
+            target = dist.logits if hasattr(dist, "logits") else dist.mean
+        actions, _ = model.predict(obs, deterministic=True)
+        return actions, target.cpu().numpy()
+
+    return act
+
+
+def collect_rollouts(
+    teacher: Teacher | Any,
+    env: Any,
+    n_steps: int,
+    student_obs: Callable[[Obs], Obs] | None = None,
+) -> BCDataset:
+    """Play ``teacher`` in an SB3 ``VecEnv`` for ``n_steps`` steps of every env.
+
+    Args:
+        teacher: an SB3 model or a callable ``obs -> (actions, targets)``.
+        env: the ``VecEnv`` (seed it before for reproducible data).
+        n_steps: steps per env; the dataset has ``n_steps * env.num_envs`` samples.
+        student_obs: maps the teacher's observation to the student's (default: the same).
+    """
+    act = teacher if callable(teacher) and not hasattr(teacher, "predict") else sb3_teacher(teacher)
+    obs = env.reset()
+    seen: list[Obs] = []
+    targets: list[np.ndarray] = []
+    actions: list[np.ndarray] = []
+    for _ in range(n_steps):
+        action, target = act(obs)
+        seen.append(student_obs(obs) if student_obs else obs)
+        targets.append(np.asarray(target, dtype=np.float32))
+        actions.append(np.asarray(action))
+        obs, _, _, _ = env.step(action)
+    if isinstance(seen[0], dict):
+        stacked: Obs = {k: np.concatenate([o[k] for o in seen]) for k in seen[0]}
+    else:
+        stacked = np.concatenate(seen)
+    return BCDataset(stacked, np.concatenate(targets), np.concatenate(actions))
+
+
+def occlude_tokens(tokens: Tensor, ratio: float, generator: torch.Generator) -> Tensor:
+    """Keep ``round((1 - ratio) * N)`` (at least 1) random tokens of every sample, in order.
+
+    Example:
+        >>> g = torch.Generator().manual_seed(0)
+        >>> occlude_tokens(torch.arange(20.0).view(2, 10, 1), 0.7, g).shape
+        torch.Size([2, 3, 1])
+    """
+    b, n = tokens.shape[:2]
+    keep = max(1, round((1.0 - ratio) * n))
+    if keep == n:
+        return tokens
+    scores = torch.rand(b, n, generator=generator)
+    index = scores.argsort(dim=1)[:, :keep].sort(dim=1).values
+    return tokens.gather(1, index.view(b, keep, *([1] * (tokens.dim() - 2))).expand(
+        b, keep, *tokens.shape[2:]
+    ))  # fmt: skip
+
+
+def _batch(data: BCDataset, index: np.ndarray) -> tuple[Any, Tensor, Tensor]:
+    if isinstance(data.obs, dict):
+        obs: Any = {k: torch.as_tensor(v[index]) for k, v in data.obs.items()}
+    else:
+        obs = torch.as_tensor(data.obs[index])
+    return obs, torch.as_tensor(data.targets[index]), torch.as_tensor(data.actions[index])
+
+
+def _augment(obs: Any, config: BCConfig, generator: torch.Generator) -> Any:
+    low, high = _ratio_range(config.occlusion)
+    ratio = low + (high - low) * float(torch.rand((), generator=generator))
+    if isinstance(obs, dict):
+        obs = dict(obs)
+        if config.prev_action_noise and config.prev_action_key in obs:
+            prev = obs[config.prev_action_key].float()
+            noise = torch.randn(prev.shape, generator=generator) * config.prev_action_noise
+            obs[config.prev_action_key] = prev + noise
+        if ratio and config.tokens_key:
+            obs[config.tokens_key] = occlude_tokens(obs[config.tokens_key], ratio, generator)
+        return obs
+    if ratio:
+        return occlude_tokens(obs, ratio, generator)
+    return obs
+
+
+def train_bc(
+    student: nn.Module,
+    data: BCDataset,
+    config: BCConfig,
+    callback: Callable[[dict[str, float]], bool | None] | None = None,
+) -> list[dict[str, float]]:
+    """Fit ``student`` (``obs -> outputs``) to the teacher; one history row per epoch.
+
+    ``callback(row)`` runs after every epoch; returning False stops training.
+    """
+    generator = torch.Generator().manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    optimizer = torch.optim.Adam(student.parameters(), lr=config.learning_rate)
+    history: list[dict[str, float]] = []
+    student.train()
+    for epoch in range(1, config.epochs + 1):
+        order = rng.permutation(len(data))
+        losses = []
+        for start in range(0, len(order), config.batch_size):
+            obs, targets, actions = _batch(data, order[start : start + config.batch_size])
+            out = student(_augment(obs, config, generator))
+            if config.loss == "mse":
+                loss = F.mse_loss(out, targets.reshape(out.shape))
+            else:
+                loss = F.cross_entropy(out, actions.long().reshape(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            if config.grad_clip:
+                nn.utils.clip_grad_norm_(student.parameters(), config.grad_clip)
+            optimizer.step()
+            losses.append(loss.item())
+        row = {"epoch": float(epoch), "loss": float(np.mean(losses))}
+        history.append(row)
+        if callback is not None and callback(row) is False:
+            break
+    student.eval()
+    return history
