@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, GrayscaleObservation
 
 from attn_envs.patches import OcclusionObservation, PatchObservation
@@ -19,6 +20,7 @@ __all__ = [
     "make_puzzle_car_racing",
     "make_puzzle_pong",
     "make_shuffled_cartpole",
+    "puzzle_pong_teacher_view",
 ]
 
 # Rows 0-8 of the 84x84 grey Pong frame hold the score (measured on ALE Pong); the wall
@@ -155,3 +157,23 @@ def _shuffled_patches(
     if shuffle:
         env = ShuffleObservation(env, reshuffle_every=reshuffle_every)
     return env
+
+
+def puzzle_pong_teacher_view(obs: Any, grid: int = 14, patch_size: int = 6) -> np.ndarray:
+    """Frames ``(B, 84, 84, 4)`` from batched *unshuffled* Puzzle Pong tokens ``(B, 196, 144)``.
+
+    A Dict observation (``PreviousActionObservation``) is read at ``"observation"``. This is
+    how a teacher trained on the 84x84x4 frame stack (SB3's Atari preprocessing) acts while
+    its student's data is recorded from the patch tokens of the same steps (E5 BC; collect
+    with ``shuffle=False`` so the tokens are in raster order).
+
+    Example:
+        >>> tokens = np.arange(2 * 196 * 144, dtype=np.uint8).reshape(2, 196, 144)
+        >>> puzzle_pong_teacher_view({"observation": tokens}).shape
+        (2, 84, 84, 4)
+    """
+    tokens = np.asarray(obs["observation"] if isinstance(obs, dict) else obs)
+    b, _, dim = tokens.shape
+    channels = dim // patch_size**2
+    patches = tokens.reshape(b, grid, grid, patch_size, patch_size, channels)
+    return patches.swapaxes(2, 3).reshape(b, grid * patch_size, grid * patch_size, channels)

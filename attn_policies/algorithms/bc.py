@@ -166,12 +166,18 @@ def occlude_tokens(tokens: Tensor, ratio: float, generator: torch.Generator) -> 
     ))  # fmt: skip
 
 
+def _tensor(values: np.ndarray) -> Tensor:
+    """Float arrays become float32 (MuJoCo observations are float64); others keep their type."""
+    tensor = torch.as_tensor(values)
+    return tensor.float() if tensor.is_floating_point() else tensor
+
+
 def _batch(data: BCDataset, index: np.ndarray) -> tuple[Any, Tensor, Tensor]:
     if isinstance(data.obs, dict):
-        obs: Any = {k: torch.as_tensor(v[index]) for k, v in data.obs.items()}
+        obs: Any = {k: _tensor(v[index]) for k, v in data.obs.items()}
     else:
-        obs = torch.as_tensor(data.obs[index])
-    return obs, torch.as_tensor(data.targets[index]), torch.as_tensor(data.actions[index])
+        obs = _tensor(data.obs[index])
+    return obs, _tensor(data.targets[index]), torch.as_tensor(data.actions[index])
 
 
 def _augment(obs: Any, config: BCConfig, generator: torch.Generator) -> Any:

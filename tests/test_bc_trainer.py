@@ -1,0 +1,101 @@
+"""Tests for zoo.trainers.bc (``algo: bc``: E4 Ant and E5 Puzzle Pong students)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+import zoo
+from attn_envs import CartPoleSwingUpVectorEnv
+from zoo.config import ConfigError
+from zoo.trainers import get_trainer
+from zoo.trainers.bc import BCStudent, StudentAgent
+
+
+def scripted_teacher(obs: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Push against the pole's angular velocity: a fixed, learnable target."""
+    target = np.clip(-0.2 * obs[:, 4:5] + 0.5 * obs[:, 3:4], -1, 1).astype(np.float32)
+    return target, target
+
+
+SWINGUP: dict[str, Any] = {
+    "algo": "bc",
+    "env": "attn_envs/CartPoleSwingUpHarder-v0",
+    "env_kwargs": {"max_episode_steps": 50},
+    "n_envs": 2,
+    "teacher": "test_bc_trainer:scripted_teacher",
+    "n_rollout_steps": 200,
+    "policy_kwargs": {"net_arch": [16]},
+    "epochs": 8,
+    "batch_size": 32,
+    "learning_rate": 0.01,
+    "eval": {"freq": 4, "n_episodes": 2, "final_episodes": 3},
+}
+
+
+def write(tmp_path: Path, body: dict[str, Any]) -> Path:
+    path = tmp_path / "bc.yml"
+    path.write_text(yaml.safe_dump({"swingup_bc": body}))
+    return path
+
+
+def read_progress(path: Path) -> list[dict[str, str]]:
+    with (path / "progress.csv").open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_callable_teacher_run_learns_and_evaluates(tmp_path: Path) -> None:
+    run = zoo.train(write(tmp_path, SWINGUP), root=tmp_path)
+    rows = read_progress(run.path)
+    assert [int(float(r["epoch"])) for r in rows] == list(range(1, 9))
+    assert float(rows[-1]["loss"]) < 0.2 * float(rows[0]["loss"])  # the student learns
+    assert [bool(r["test_mean"]) for r in rows] == [False] * 3 + [True] + [False] * 3 + [True]
+    assert run.status["num_timesteps"] == 400  # 200 steps x 2 envs of teacher data
+    agent = run.model()
+    assert isinstance(agent, StudentAgent) and isinstance(agent.student, BCStudent)
+    obs, _ = CartPoleSwingUpVectorEnv(64, harder=True).reset(seed=11)  # states it was taught on
+    action, _ = agent.predict(obs)
+    assert np.abs(action - scripted_teacher(obs)[0]).mean() < 0.15
+    assert run.eval["n_episodes"] == 3
+    assert zoo.evaluate(run.path)["policies"] == run.eval["policies"]
+    returns = get_trainer("bc").episode_returns(run.path, run.config, n_episodes=2, seed=5)
+    assert len(returns["rewards"]) == 2
+
+
+def test_ant_smoke_trains_the_teacher_then_the_attention_neuron_student(tmp_path: Path) -> None:
+    run = zoo.train("ant_bc", budget="smoke", root=tmp_path)
+    assert (run.path / "teacher" / "eval.json").is_file()  # the zoo trained the teacher first
+    state = torch.load(run.path / "model.pt", weights_only=True)
+    assert any(k.startswith("extractor.neuron") for k in state)
+    assert run.config.body["prev_action_noise"] == 0.03
+    assert len(read_progress(run.path)) == run.config.body["epochs"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"teacher": None}, "missing required key 'teacher'"),
+        ({"loss": "l1"}, "loss must be"),
+        ({"policy_kwargs": {"net_arch": [4], "activation_fn": "tanh"}}, "policy_kwargs of a BC"),
+        ({"teacher": {"budget": "smoke"}}, "needs 'experiment'"),
+        ({"policy_kwargs": {"features_extractor_class": "relationl"}}, "Did you mean"),
+    ],
+)
+def test_config_errors(tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    body = {k: v for k, v in {**SWINGUP, **change}.items() if v is not None}
+    with pytest.raises(ConfigError, match=message):
+        zoo.train(write(tmp_path, body), root=tmp_path)
+
+
+def test_bc_runs_cannot_be_resumed(tmp_path: Path) -> None:
+    run = zoo.train(write(tmp_path, {**SWINGUP, "epochs": 1, "eval": {"final_episodes": 1}}),
+                    root=tmp_path)  # fmt: skip
+    run.write_status(state="interrupted")
+    with pytest.raises(ConfigError, match="cannot be resumed"):
+        zoo.resume(run.path)
