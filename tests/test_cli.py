@@ -233,3 +233,34 @@ def test_console_script_lists_experiments() -> None:
         [exe, "show", "doorky"], capture_output=True, text=True, timeout=120, check=False
     )
     assert bad.returncode == 2 and "'doorkey'" in bad.stderr
+
+
+def test_sigterm_checkpoints_and_resume_finishes(tmp_path: Path) -> None:
+    """A background job stopped with SIGTERM saves like Ctrl-C and resumes where it was."""
+    import signal
+    import sys
+    import time
+
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "zoo.cli", "train", "cartpole_fnn", "--budget", "smoke",
+           "--set", "n_generations=100000", "--run-dir", str(run_dir)]  # fmt: skip
+    # start_new_session + an ignored SIGINT: what a shell's `cmd &` gives a background job.
+    job = subprocess.Popen(
+        cmd, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
+    )
+    status = run_dir / "status.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if status.exists() and json.loads(status.read_text()).get("generation", 0) >= 2:
+            break
+        time.sleep(0.2)
+    job.send_signal(signal.SIGTERM)
+    assert job.wait(timeout=60) == 130
+    state = json.loads(status.read_text())
+    assert state["state"] == "interrupted" and state["generation"] >= 2
+    config = run_dir / "config.yml"
+    body = yaml.safe_load(config.read_text())
+    body["cartpole_fnn"]["n_generations"] = state["generation"] + 1
+    config.write_text(yaml.safe_dump(body))
+    assert main(["train", "--resume", str(run_dir)]) == 0
+    assert json.loads(status.read_text())["generation"] == state["generation"] + 1

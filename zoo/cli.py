@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,11 +34,26 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _interrupt_on_signals() -> None:
+    """SIGTERM (a scheduler's stop) and SIGINT act as Ctrl-C: checkpoint, then exit 130.
+
+    A job started in the background with ``&`` inherits an ignored SIGINT, so Python would
+    not raise KeyboardInterrupt for ``kill -INT``; both handlers are set explicitly.
+    """
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     import zoo
 
     command = "attn-zoo " + shlex.join(args.argv)
     progress = not args.no_progress and sys.stdout.isatty()
+    _interrupt_on_signals()
     try:
         if args.resume:
             runs = [zoo.resume(args.resume, progress_bar=progress)]
