@@ -33,6 +33,10 @@ def test_every_budget_resolves_and_validates(name: str) -> None:
         assert len(set(cells)) == len(cells), f"{name}/{budget}: two cells share a folder"
 
 
+# What a budget's size is measured in, per algo (SB3 algorithms and bc: n_timesteps).
+LENGTH_KEYS = {"classifier": "iterations", "cmaes": "n_generations"}
+
+
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_has_smoke_and_full_budgets_and_smoke_is_smaller(name: str) -> None:
     raw = read_family(zoo.list_experiments()[name])[name]
@@ -41,7 +45,7 @@ def test_has_smoke_and_full_budgets_and_smoke_is_smaller(name: str) -> None:
     assert {"smoke", "full"} <= set(budgets), f"{name} budgets: {sorted(budgets)}"
     smoke, full = (zoo.load_runs(name, budget=b) for b in ("smoke", "full"))
     assert len(smoke) <= len(full)
-    length = "iterations" if smoke[0].algo == "classifier" else "n_timesteps"
+    length = LENGTH_KEYS.get(smoke[0].algo, "n_timesteps")
     assert max(r.body[length] for r in smoke) < min(r.body[length] for r in full)
 
 
@@ -61,6 +65,8 @@ def test_smoke_trains_every_cell(name: str, tmp_path: Path) -> None:
         )
         if run.config.algo == "classifier":
             assert 0.0 <= result["test_accuracy"] <= 1.0
+        elif run.config.algo == "cmaes":
+            assert run.status["generation"] == run.config.body["n_generations"]
         else:
             assert run.status["num_timesteps"] >= run.config.body["n_timesteps"]
             for summary in result["policies"].values():
