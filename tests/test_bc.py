@@ -14,6 +14,7 @@ from attn_policies.algorithms.bc import (
     BCConfig,
     BCDataset,
     _augment,
+    as_teacher,
     collect_rollouts,
     occlude_tokens,
     train_bc,
@@ -74,6 +75,12 @@ def test_occlusion_keeps_the_same_number_of_tokens_per_sample_in_order() -> None
     obs = {"tokens": tokens, "prev_action": torch.zeros(2, 1)}
     config = BCConfig(occlusion=(0.5, 0.5), tokens_key="tokens")
     assert _augment(obs, config, torch.Generator())["tokens"].shape == (2, 5, 3)
+    ranged = BCConfig(occlusion=(0.2, 0.6), tokens_key="tokens")
+    g = torch.Generator().manual_seed(3)
+    kept = {_augment(obs, ranged, g)["tokens"].shape[1] for _ in range(200)}
+    assert kept == {4, 5, 6, 7, 8}  # one ratio per batch, drawn in [0.2, 0.6]
+    a, b = (occlude_tokens(tokens, 0.5, torch.Generator().manual_seed(9)) for _ in range(2))
+    assert torch.equal(a, b)  # seeded
 
 
 class MeanPoolStudent(nn.Module):
@@ -112,6 +119,23 @@ def test_collect_rollouts_from_an_sb3_teacher_and_a_callable() -> None:
     scripted = collect_rollouts(always_left, env, n_steps=5, student_obs=lambda o: o * 2)
     assert (scripted.actions == 0).all() and scripted.obs.shape == (10, 4)
     assert gym.spaces.Box(-10, 10, (4,)).contains(scripted.obs[0] / 2)
+    with pytest.raises(ValueError, match="n_steps"):
+        collect_rollouts(always_left, env, n_steps=0)
+    with pytest.raises(TypeError, match="SB3 model or a callable"):
+        as_teacher(3)
+
+
+def test_the_teacher_sees_its_own_view_and_the_student_the_env_observation() -> None:
+    env = make_vec_env("CartPole-v1", n_envs=1, seed=0)
+    seen: list[np.ndarray] = []
+
+    def teacher(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        seen.append(obs)
+        return (obs[:, 0] > 0).astype(np.int64), obs[:, :2]
+
+    data = collect_rollouts(teacher, env, n_steps=6, teacher_obs=lambda o: o * 10)
+    np.testing.assert_allclose(np.concatenate(seen), data.obs * 10, rtol=1e-6)
+    np.testing.assert_allclose(data.targets, data.obs[:, :2] * 10, rtol=1e-6)
 
 
 def test_config_validation() -> None:
@@ -119,3 +143,16 @@ def test_config_validation() -> None:
         BCConfig(loss="l1")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="occlusion"):
         BCConfig(occlusion=1.0)
+    with pytest.raises(ValueError, match="prev_action_noise"):
+        BCConfig(prev_action_noise=-0.1)
+    tokens = {"tokens": np.zeros((4, 5, 3), np.float32), "prev": np.zeros((4, 2), np.float32)}
+    data = BCDataset(tokens, np.zeros((4, 1), np.float32), np.zeros(4, np.int64))
+    with pytest.raises(ValueError, match="tokens_key"):  # would silently not occlude
+        train_bc(MeanPoolStudent(), data, BCConfig(occlusion=0.5))
+    with pytest.raises(ValueError, match="'prev_action'"):  # would silently not add noise
+        train_bc(MeanPoolStudent(), data, BCConfig(prev_action_noise=0.03))
+    empty = BCDataset(np.zeros((0, 5, 3)), np.zeros((0, 1)), np.zeros(0))
+    with pytest.raises(ValueError, match="empty"):
+        train_bc(MeanPoolStudent(), empty, BCConfig())
+    with pytest.raises(ValueError, match="one length"):
+        BCDataset(tokens, np.zeros((3, 1)), np.zeros(4))

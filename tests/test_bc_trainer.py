@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,10 @@ import yaml
 
 import zoo
 from attn_envs import CartPoleSwingUpVectorEnv
+from zoo import factory
 from zoo.config import ConfigError
 from zoo.trainers import get_trainer
-from zoo.trainers.bc import BCStudent, StudentAgent
+from zoo.trainers.bc import BCStudent, StudentAgent, load_teacher
 
 
 def scripted_teacher(obs: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -30,7 +32,7 @@ SWINGUP: dict[str, Any] = {
     "env_kwargs": {"max_episode_steps": 50},
     "n_envs": 2,
     "teacher": "test_bc_trainer:scripted_teacher",
-    "n_rollout_steps": 200,
+    "n_timesteps": 400,
     "policy_kwargs": {"net_arch": [16]},
     "epochs": 8,
     "batch_size": 32,
@@ -68,13 +70,65 @@ def test_callable_teacher_run_learns_and_evaluates(tmp_path: Path) -> None:
     assert len(returns["rewards"]) == 2
 
 
-def test_ant_smoke_trains_the_teacher_then_the_attention_neuron_student(tmp_path: Path) -> None:
+def test_ant_smoke_normalised_teacher_windowed_student_and_reused_teachers(
+    tmp_path: Path,
+) -> None:
     run = zoo.train("ant_bc", budget="smoke", root=tmp_path)
-    assert (run.path / "teacher" / "eval.json").is_file()  # the zoo trained the teacher first
+    teacher_dir = run.path / "teacher"
+    assert (teacher_dir / "eval.json").is_file()  # the zoo trained the teacher first
     state = torch.load(run.path / "model.pt", weights_only=True)
-    assert any(k.startswith("extractor.neuron") for k in state)
+    assert any(k.startswith("extractor.neuron.key_net") for k in state)  # AttentionNeuron
+    assert state["head.2.weight"].shape == (8, 32)  # M=32 -> 32 tanh -> 8 actions
     assert run.config.body["prev_action_noise"] == 0.03
     assert len(read_progress(run.path)) == run.config.body["epochs"]
+    assert zoo.evaluate(run.path)["policies"] == run.eval["policies"]
+    assert "last_model" in run.eval  # best_model.pt was kept, the last one is tested too
+
+    # The teacher acts on the newest step of the student's 8-step window, normalised.
+    _, view = load_teacher(run.config, run.path)
+    env = factory.make_vec_env(run.config, training=False)
+    obs = env.reset()
+    env.close()
+    assert obs["observation"].shape == (1, 8, 28) and obs["prev_action"].shape == (1, 8, 8)
+    with (teacher_dir / "vecnormalize.pkl").open("rb") as fh:
+        norm = pickle.load(fh)
+    newest = obs["observation"][:, -1]
+    assert view is not None
+    np.testing.assert_allclose(view(obs), norm.normalize_obs(newest), rtol=1e-6)
+    assert not np.allclose(view(obs), newest)
+
+    # The same teacher as a run folder, or as its .zip with its statistics: same data, same
+    # student; the .zip without the statistics acts differently.
+    def loss_with(**changes: Any) -> list[str]:
+        other = zoo.train("ant_bc", budget="smoke", overrides=changes, root=tmp_path / "o")
+        return [r["loss"] for r in read_progress(other.path)]
+
+    losses = [r["loss"] for r in read_progress(run.path)]
+    assert loss_with(teacher=str(teacher_dir)) == losses
+    zip_teacher = {"teacher": str(teacher_dir / "model.zip"), "teacher_algo": "ppo"}
+    stats = str(teacher_dir / "vecnormalize.pkl")
+    assert loss_with(**zip_teacher, teacher_vecnormalize=stats) == losses
+    assert loss_with(**zip_teacher) != losses
+
+
+def test_puzzle_pong_smoke_occluded_cnn_student_round_trip(tmp_path: Path) -> None:
+    run = zoo.train("puzzle_pong_bc", budget="smoke", root=tmp_path)
+    assert run.config.tag == "0.5" and run.config.body["occlusion"] == 0.5
+    assert (run.path / "teacher" / "eval.json").is_file()
+    state = torch.load(run.path / "best_model.pt", weights_only=True)
+    assert state["extractor.cnn.0.weight"].shape == (64, 32, 4, 4)  # 20x20x32 grid -> conv
+    assert state["head.0.weight"].shape == (6, 512)  # FC 512 -> 6 logits
+    rows = read_progress(run.path)
+    assert len(rows) == 2 and all(r["test_mean"] for r in rows)
+    trainer = get_trainer("bc")
+    agent = trainer.load(run.path, run.config, "last")
+    obs = {"observation": np.zeros((3, 98, 144), np.uint8), "prev_action": np.zeros((3, 6))}
+    action, _ = agent.predict(obs)  # half the patches still work: N is free
+    assert action.shape == (3,) and set(action.tolist()) <= set(range(6))
+    again = trainer.evaluate(run.path, run.config)
+    assert again["policies"] == run.eval["policies"] and again["model"] == "best_model.pt"
+    returns = trainer.episode_returns(run.path, run.config, n_episodes=1, seed=3)
+    assert returns["lengths"][0] > 0
 
 
 @pytest.mark.parametrize(
@@ -84,6 +138,8 @@ def test_ant_smoke_trains_the_teacher_then_the_attention_neuron_student(tmp_path
         ({"loss": "l1"}, "loss must be"),
         ({"policy_kwargs": {"net_arch": [4], "activation_fn": "tanh"}}, "policy_kwargs of a BC"),
         ({"teacher": {"budget": "smoke"}}, "needs 'experiment'"),
+        ({"teacher": {"experiment": "ant_teacher", "budgt": "smoke"}}, "teacher takes"),
+        ({"policy_kwargs": {"features_extractor_kwargs": {"n_querys": 4}}}, "n_querys"),
         ({"policy_kwargs": {"features_extractor_class": "relationl"}}, "Did you mean"),
     ],
 )

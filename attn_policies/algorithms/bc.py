@@ -30,14 +30,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["BCConfig", "BCDataset", "collect_rollouts", "occlude_tokens", "train_bc"]
+__all__ = [
+    "BCConfig",
+    "BCDataset",
+    "as_teacher",
+    "collect_rollouts",
+    "occlude_tokens",
+    "sb3_teacher",
+    "train_bc",
+]
 
 Obs = np.ndarray | dict[str, np.ndarray]
 
@@ -76,6 +84,8 @@ class BCConfig:
             raise ValueError(f"loss must be 'mse' or 'cross_entropy', got {self.loss!r}")
         if self.batch_size < 1 or self.epochs < 1 or self.learning_rate <= 0:
             raise ValueError("batch_size and epochs must be >= 1 and learning_rate > 0")
+        if self.grad_clip < 0 or self.prev_action_noise < 0:
+            raise ValueError("grad_clip and prev_action_noise must be >= 0")
         low, high = _ratio_range(self.occlusion)
         if not 0 <= low <= high < 1:
             raise ValueError(f"occlusion must lie in [0, 1), got {self.occlusion!r}")
@@ -87,12 +97,27 @@ def _ratio_range(occlusion: float | tuple[float, float]) -> tuple[float, float]:
     return float(occlusion), float(occlusion)
 
 
-class BCDataset(NamedTuple):
-    """Student inputs (array or Dict of arrays, first axis = sample), teacher outputs, actions."""
+@dataclass(frozen=True)
+class BCDataset:
+    """Student inputs, teacher outputs and teacher actions; the first axis is the sample.
+
+    Attributes:
+        obs: an array, or a Dict of arrays (e.g. ``"observation"`` and ``"prev_action"``).
+        targets: the teacher's logits (Discrete) or action means (Box), float32.
+        actions: the actions the teacher took (the ``"cross_entropy"`` labels).
+    """
 
     obs: Obs
     targets: np.ndarray
     actions: np.ndarray
+
+    def __post_init__(self) -> None:
+        sizes = (
+            {len(v) for v in self.obs.values()} if isinstance(self.obs, dict) else {len(self.obs)}
+        )
+        sizes |= {len(self.targets), len(self.actions)}
+        if len(sizes) != 1:
+            raise ValueError(f"obs, targets and actions must have one length, got {sizes}")
 
     def __len__(self) -> int:
         return len(self.targets)
@@ -102,7 +127,15 @@ Teacher = Callable[[Obs], tuple[np.ndarray, np.ndarray]]
 
 
 def sb3_teacher(model: Any) -> Teacher:
-    """An SB3 model as a teacher: deterministic actions, and its logits or action means."""
+    """An SB3 model as a teacher: its deterministic actions and its logits or action means.
+
+    The targets come from ``model.policy.get_distribution``: ``logits`` for a categorical
+    distribution (Discrete), ``mean`` for a Gaussian (Box). The actions are what
+    ``model.predict(obs, deterministic=True)`` returns (clipped to the bounds for Box).
+
+    Args:
+        model: a trained ``stable_baselines3`` ``BaseAlgorithm`` (PPO, A2C, ...).
+    """
 
     def act(obs: Obs) -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad():
@@ -115,27 +148,51 @@ def sb3_teacher(model: Any) -> Teacher:
     return act
 
 
+def as_teacher(teacher: Teacher | Any) -> Teacher:
+    """``teacher`` as a callable ``obs -> (actions, targets)`` (SB3 models are wrapped)."""
+    if hasattr(teacher, "policy") and hasattr(teacher, "predict"):
+        return sb3_teacher(teacher)
+    if not callable(teacher):
+        raise TypeError(
+            f"teacher must be an SB3 model or a callable obs -> (actions, targets), got "
+            f"{type(teacher).__name__}"
+        )
+    return teacher
+
+
 def collect_rollouts(
     teacher: Teacher | Any,
     env: Any,
     n_steps: int,
     student_obs: Callable[[Obs], Obs] | None = None,
+    teacher_obs: Callable[[Obs], Obs] | None = None,
 ) -> BCDataset:
     """Play ``teacher`` in an SB3 ``VecEnv`` for ``n_steps`` steps of every env.
 
+    The env's observation is what the student will see (e.g. with the ``"prev_action"`` entry
+    of ``attn_envs.PreviousActionObservation``, which then holds the teacher's ``a_{t-1}``);
+    ``teacher_obs`` maps it to what the teacher was trained on. Episodes restart as the
+    ``VecEnv`` resets them, so the dataset is ``n_steps`` consecutive steps per env.
+
     Args:
-        teacher: an SB3 model or a callable ``obs -> (actions, targets)``.
+        teacher: an SB3 model or a callable ``obs -> (actions, targets)`` on a batch.
         env: the ``VecEnv`` (seed it before for reproducible data).
         n_steps: steps per env; the dataset has ``n_steps * env.num_envs`` samples.
-        student_obs: maps the teacher's observation to the student's (default: the same).
+        student_obs: maps the env's observation to the student's (default: the same).
+        teacher_obs: maps the env's observation to the teacher's (default: the same).
+
+    Raises:
+        ValueError: ``n_steps < 1``.
     """
-    act = teacher if callable(teacher) and not hasattr(teacher, "predict") else sb3_teacher(teacher)
+    if n_steps < 1:
+        raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+    act = as_teacher(teacher)
     obs = env.reset()
     seen: list[Obs] = []
     targets: list[np.ndarray] = []
     actions: list[np.ndarray] = []
     for _ in range(n_steps):
-        action, target = act(obs)
+        action, target = act(teacher_obs(obs) if teacher_obs else obs)
         seen.append(student_obs(obs) if student_obs else obs)
         targets.append(np.asarray(target, dtype=np.float32))
         actions.append(np.asarray(action))
@@ -181,6 +238,7 @@ def _batch(data: BCDataset, index: np.ndarray) -> tuple[Any, Tensor, Tensor]:
 
 
 def _augment(obs: Any, config: BCConfig, generator: torch.Generator) -> Any:
+    """The batch with prev-action noise and one occlusion ratio for all its samples."""
     low, high = _ratio_range(config.occlusion)
     ratio = low + (high - low) * float(torch.rand((), generator=generator))
     if isinstance(obs, dict):
@@ -197,16 +255,51 @@ def _augment(obs: Any, config: BCConfig, generator: torch.Generator) -> Any:
     return obs
 
 
+def _check_keys(data: BCDataset, config: BCConfig) -> None:
+    """Fail loudly instead of silently skipping an augmentation the config asks for."""
+    entries = list(data.obs) if isinstance(data.obs, dict) else None
+    if config.prev_action_noise and (entries is None or config.prev_action_key not in entries):
+        raise ValueError(
+            f"prev_action_noise needs a Dict observation with {config.prev_action_key!r}, "
+            f"got entries {entries}"
+        )
+    occludes = _ratio_range(config.occlusion)[1] > 0
+    if occludes and entries is not None and config.tokens_key not in entries:
+        raise ValueError(
+            f"occlusion of a Dict observation needs tokens_key among {entries}, got "
+            f"{config.tokens_key!r}"
+        )
+
+
 def train_bc(
     student: nn.Module,
     data: BCDataset,
     config: BCConfig,
     callback: Callable[[dict[str, float]], bool | None] | None = None,
 ) -> list[dict[str, float]]:
-    """Fit ``student`` (``obs -> outputs``) to the teacher; one history row per epoch.
+    """Fit ``student`` (``obs -> outputs``) to the teacher with Adam; one history row per epoch.
 
-    ``callback(row)`` runs after every epoch; returning False stops training.
+    Every batch is augmented first (previous-action noise, token occlusion; see
+    :class:`BCConfig`). Shuffling, noise and occlusion draw from generators seeded with
+    ``config.seed``; the student's initial weights are the caller's business.
+
+    Args:
+        student: maps a batch of observations (tensor or Dict of tensors) to outputs of the
+            targets' shape (``"mse"``) or to logits (``"cross_entropy"``).
+        data: from :func:`collect_rollouts` or any :class:`BCDataset`.
+        config: the settings.
+        callback: ``callback(row)`` after every epoch (``row = {"epoch", "loss"}``, the mean
+            batch loss); returning ``False`` stops training. The student is in train mode.
+
+    Returns:
+        The history rows. The student is left in eval mode.
+
+    Raises:
+        ValueError: an empty dataset, or an augmentation whose Dict entry is missing.
     """
+    if len(data) == 0:
+        raise ValueError("the dataset is empty")
+    _check_keys(data, config)
     generator = torch.Generator().manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     optimizer = torch.optim.Adam(student.parameters(), lr=config.learning_rate)

@@ -2,16 +2,18 @@
 
 Keys besides the common ones::
 
-    env: Ant-v5                       # the student's env (its env_wrapper adds a_{t-1}, ...)
+    env: pybullet_envs_gymnasium:AntBulletEnv-v0   # the student's env
     env_kwargs: {}
-    env_wrapper: [PreviousActionObservation]
+    env_wrapper: [PreviousActionObservation]       # the student sees a_{t-1} (and a window)
     n_envs: 4
     teacher: {experiment: ant_teacher, budget: full}  # trained into RUN/teacher first
+    # teacher: runs/ant_teacher/0-20260101-120000     # or a finished zoo run folder
     # teacher: teachers/ant.zip + teacher_algo: ppo   # or a saved SB3 model
+    #   (+ teacher_vecnormalize: teachers/vecnormalize.pkl if it was trained normalised)
     # teacher: my_pkg.teachers:scripted               # or a callable obs -> (actions, targets)
     teacher_obs: observation          # Dict entry the teacher sees (or an import path)
     collect_env_kwargs: {}            # env_kwargs changes while collecting (shuffle: false)
-    n_rollout_steps: 500              # steps per env of teacher data
+    n_timesteps: 2000                 # teacher steps recorded (all envs together)
     policy_kwargs:                    # the student: extractor + MLP head
       features_extractor_class: attention_neuron_vector
       features_extractor_kwargs: {n_queries: 32}
@@ -22,18 +24,24 @@ Keys besides the common ones::
     learning_rate: 1.0e-3
     grad_clip: 0.5
     prev_action_noise: 0.03
-    occlusion: 0.0                    # or [low, high]: tokens dropped per batch
+    occlusion: 0.0                    # or [low, high]: share of tokens dropped per batch
     tokens_key: null                  # Dict entry of the patch tokens to occlude
     eval: {freq: 2, n_episodes: 5, final_episodes: 100}   # freq counts epochs
 
-The run folder holds ``teacher/`` (when trained here), ``progress.csv`` (epoch, loss, test
-return), ``model.pt`` / ``best_model.pt`` (student state dicts) and ``eval.json``.
+The teacher acts on ``teacher_obs`` of the student env's observation: a Dict entry name
+(the newest step when the student env stacks a window the teacher does not have) or an
+import path to a function of the batched observation. A zoo teacher trained with
+``normalize`` gets its ``VecNormalize`` statistics applied. The run folder holds
+``teacher/`` (when trained here), ``progress.csv`` (epoch, loss, test return),
+``model.pt`` / ``best_model.pt`` (student state dicts, ``torch.load(weights_only=True)``)
+and ``eval.json``.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import pickle
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,12 +52,14 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from attn_policies.algorithms.bc import BCConfig, collect_rollouts, train_bc
+import zoo
+from attn_policies.algorithms.bc import BCConfig, as_teacher, collect_rollouts, train_bc
 from attn_policies.extractors import import_object
 from zoo import factory
 from zoo.config import ConfigError, RunConfig, check_type
 from zoo.evaluation import evaluate_policy, summary
 from zoo.registry import resolve
+from zoo.trainers.sb3 import SB3Trainer
 
 KEYS: dict[str, tuple[type, ...] | None] = {
     "env": (str,),
@@ -58,9 +68,9 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "n_envs": (int,),
     "teacher": (str, dict),
     "teacher_algo": (str,),
+    "teacher_vecnormalize": (str,),
     "teacher_obs": (str,),
     "collect_env_kwargs": (dict,),
-    "n_rollout_steps": (int,),
     "policy_kwargs": (dict,),
     "loss": (str,),
     "epochs": (int,),
@@ -73,10 +83,31 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "torch_threads": (int,),
 }
 STUDENT_KEYS = {"features_extractor_class", "features_extractor_kwargs", "net_arch"}
+TEACHER_KEYS = {"experiment", "budget", "overrides"}
+DEFAULT_EXTRACTOR = "stable_baselines3.common.torch_layers:FlattenExtractor"
 
 
 class BCStudent(nn.Module):
-    """Extractor (``BaseFeaturesExtractor``) -> [Linear + tanh]* -> Linear to the action size."""
+    """Extractor (``BaseFeaturesExtractor``) -> [Linear + tanh]* -> Linear to the action size.
+
+    With ``attention_neuron`` and ``net_arch=[]`` this is the article's Puzzle Pong student
+    (the extractor ends in FC 512 + ReLU, the head is FC 512 -> 6); with
+    ``attention_neuron_vector`` (M=32) and ``net_arch=[32]`` the E4 Ant student.
+
+    Args:
+        observation_space: the student env's observation space.
+        action_space: Discrete (outputs ``n`` logits) or Box (outputs the action).
+        features_extractor_class: an SB3 ``BaseFeaturesExtractor`` class.
+        features_extractor_kwargs: its keyword arguments.
+        net_arch: widths of the hidden tanh layers of the head.
+
+    Example:
+        >>> from stable_baselines3.common.torch_layers import FlattenExtractor
+        >>> student = BCStudent(spaces.Box(-1, 1, (3,)), spaces.Discrete(2), FlattenExtractor,
+        ...                     net_arch=[8])
+        >>> student(torch.zeros(5, 3)).shape
+        torch.Size([5, 2])
+    """
 
     def __init__(
         self,
@@ -104,14 +135,23 @@ class BCStudent(nn.Module):
 
 
 class StudentAgent:
-    """``predict`` in SB3's signature, so :func:`zoo.evaluation.evaluate_policy` can play it."""
+    """A student with SB3's ``predict``, so :func:`zoo.evaluation.evaluate_policy` plays it.
+
+    Discrete: the argmax of the logits; Box: the output clipped to the action bounds.
+    """
 
     def __init__(self, student: nn.Module, action_space: spaces.Space) -> None:
         self.student, self.action_space = student.eval(), action_space
 
     @torch.no_grad()
-    def predict(self, obs: Any, state: Any = None, episode_start: Any = None,
-                deterministic: bool = True) -> tuple[np.ndarray, None]:  # fmt: skip
+    def predict(
+        self,
+        obs: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray, None]:
+        """Actions for a batch of observations (the student is deterministic)."""
         if isinstance(obs, dict):
             x: Any = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in obs.items()}
         else:
@@ -123,6 +163,7 @@ class StudentAgent:
 
 
 def bc_config(run: RunConfig) -> BCConfig:
+    """The run's :class:`BCConfig` (its seed is the run's)."""
     names = {f.name for f in dataclasses.fields(BCConfig)} - {"seed"}
     kwargs = {k: run.body[k] for k in names if run.body.get(k) is not None}
     if isinstance(kwargs.get("occlusion"), list):
@@ -141,19 +182,24 @@ def _student_parts(run: RunConfig) -> dict[str, Any]:
             f"{run.name}: policy_kwargs of a BC student take {sorted(STUDENT_KEYS)}, "
             f"got {sorted(unknown)}"
         )
-    name = kwargs.get(
-        "features_extractor_class", "stable_baselines3.common.torch_layers:FlattenExtractor"
-    )
+    name = kwargs.get("features_extractor_class", DEFAULT_EXTRACTOR)
     try:
         kwargs["features_extractor_class"] = (
             resolve("extractor", name) if isinstance(name, str) else name
         )
-    except (ValueError, ConfigError) as err:
-        raise ConfigError(f"{run.name}: features_extractor_class: {err}") from None
+    except ValueError as err:
+        raise ConfigError(f"{run.name}: policy_kwargs.features_extractor_class: {err}") from None
+    factory.check_kwargs(
+        f"{run.name}: policy_kwargs.features_extractor_kwargs",
+        kwargs["features_extractor_class"],
+        kwargs.get("features_extractor_kwargs") or {},
+        skip=2,
+    )
     return kwargs
 
 
 def make_student(run: RunConfig) -> tuple[BCStudent, spaces.Space]:
+    """A freshly initialised student for the run's env, and the env's action space."""
     env = factory.make_single_env(run)
     try:
         student = BCStudent(env.observation_space, env.action_space, **_student_parts(run))
@@ -162,30 +208,90 @@ def make_student(run: RunConfig) -> tuple[BCStudent, spaces.Space]:
         env.close()
 
 
-def _teacher_view(run: RunConfig) -> Callable[[Any], Any] | None:
-    view = run.body.get("teacher_obs")
-    if not view:
+def _entry_view(key: str, space: spaces.Space | None) -> Callable[[Any], Any]:
+    """``obs[key]``; its newest step if the student's window has one axis more than ``space``."""
+    shape = getattr(space, "shape", None)
+
+    def view(obs: Any) -> Any:
+        if not isinstance(obs, dict) or key not in obs:
+            entries = list(obs) if isinstance(obs, dict) else type(obs).__name__
+            raise ConfigError(f"teacher_obs: the observation has no entry {key!r} ({entries})")
+        value = obs[key]
+        if shape is not None and value.shape[1:] != shape and value.shape[2:] == shape:
+            return value[:, -1]
+        return value
+
+    return view
+
+
+def _normalizer(file: Path | None) -> Callable[[Any], Any] | None:
+    """The ``normalize_obs`` of a saved ``VecNormalize`` (SB3 pickles it without its env)."""
+    if file is None or not file.exists():
         return None
-    if "." in view or ":" in view:
-        return import_object(view)
-    return lambda obs: obs[view]
+    with file.open("rb") as fh:
+        norm = pickle.load(fh)  # written by SB3 for a run of ours, as VecNormalize.load reads
+    norm.training = False
+    return norm.normalize_obs
 
 
-def _teacher(run: RunConfig, path: Path) -> Any:
+def load_teacher(run: RunConfig, path: Path) -> tuple[Any, Callable[[Any], Any] | None]:
+    """The teacher and the map from the student env's observation to the teacher's.
+
+    ``teacher`` is ``{experiment, budget, overrides}`` (trained into ``path / "teacher"``
+    first; a finished teacher there is reused), a zoo run folder, an SB3 ``.zip`` or an
+    import path to a callable.
+    """
     spec = run.body["teacher"]
+    norm_file: Path | None = None
+    folder: Path | None = None
     if isinstance(spec, dict):
-        import zoo
-
         folder = path / "teacher"
         if not (folder / "eval.json").exists():
-            overrides = dict(spec.get("overrides") or {})
             zoo.train(spec["experiment"], budget=spec.get("budget", run.budget),
-                      overrides=overrides, seed=run.seed, run_dir=folder)  # fmt: skip
-        return zoo.load(folder).model("best")
-    if spec.endswith(".zip"):
-        algo = resolve("algo", run.body.get("teacher_algo", "ppo"))
-        return algo.load(spec, device="cpu")
-    return import_object(spec)
+                      overrides=dict(spec.get("overrides") or {}), seed=run.seed,
+                      run_dir=folder, command=f"teacher of {run.name}")  # fmt: skip
+    elif Path(spec).is_dir():
+        folder = Path(spec)
+    if folder is not None:
+        teacher = zoo.load(folder).model("best")
+        if hasattr(teacher, "policy"):
+            _, norm_file = SB3Trainer().model_file(folder, "best")
+    elif spec.endswith(".zip"):
+        teacher = resolve("algo", run.body.get("teacher_algo", "ppo")).load(spec, device="cpu")
+        if run.body.get("teacher_vecnormalize"):
+            norm_file = Path(run.body["teacher_vecnormalize"])
+            if not norm_file.exists():
+                raise ConfigError(f"{run.name}: teacher_vecnormalize {norm_file} does not exist")
+    else:
+        teacher = import_object(spec)
+    view_spec = run.body.get("teacher_obs")
+    view: Callable[[Any], Any] | None = None
+    if view_spec and ("." in view_spec or ":" in view_spec):
+        view = import_object(view_spec)
+    elif view_spec:
+        view = _entry_view(view_spec, getattr(teacher, "observation_space", None))
+    normalize = _normalizer(norm_file)
+    if normalize is None:
+        return teacher, view
+    if view is None:
+        return teacher, normalize
+    inner = view
+    return teacher, lambda obs: normalize(inner(obs))
+
+
+def _steps_per_env(run: RunConfig) -> int:
+    """``n_timesteps`` (default 2000) split over the envs, rounded up like SB3's ``learn``."""
+    n_envs = int(run.body.get("n_envs", 1))
+    return -(-int(run.body.get("n_timesteps", 2000)) // n_envs)
+
+
+def _collect_run(run: RunConfig) -> RunConfig:
+    """The run with ``collect_env_kwargs`` merged into ``env_kwargs``."""
+    env_kwargs = {
+        **(run.body.get("env_kwargs") or {}),
+        **(run.body.get("collect_env_kwargs") or {}),
+    }
+    return dataclasses.replace(run, body={**run.body, "env_kwargs": env_kwargs})
 
 
 class BCTrainer:
@@ -201,15 +307,23 @@ class BCTrainer:
             if key not in run.body:
                 raise ConfigError(f"{run.name}: missing required key {key!r}")
         teacher = run.body["teacher"]
-        if isinstance(teacher, dict) and "experiment" not in teacher:
-            raise ConfigError(f"{run.name}: teacher: a mapping needs 'experiment'")
+        if isinstance(teacher, dict):
+            if "experiment" not in teacher:
+                raise ConfigError(f"{run.name}: teacher: a mapping needs 'experiment'")
+            unknown = sorted(set(teacher) - TEACHER_KEYS)
+            if unknown:
+                raise ConfigError(
+                    f"{run.name}: teacher takes {sorted(TEACHER_KEYS)}, got {unknown}"
+                )
+        if int(run.body.get("n_timesteps", 1)) < 1:
+            raise ConfigError(f"{run.name}: n_timesteps must be >= 1")
         bc_config(run)
         _student_parts(run)
         factory.resolve_wrappers(factory.wrapper_specs(run.body.get("env_wrapper")))
 
     def probe(self, run: RunConfig) -> None:
-        student, _ = make_student(run)  # the extractor fits the env's observation space
-        del student
+        """Build the student once: the extractor must fit the env's observation space."""
+        make_student(run)
 
     def train(
         self,
@@ -218,30 +332,24 @@ class BCTrainer:
         progress_bar: bool = False,
         resume: bool = False,
     ) -> int:
+        """Teacher data (``n_timesteps`` steps), then epochs of :func:`train_bc`.
+
+        Returns the number of samples (``n_timesteps`` rounded up to a multiple of ``n_envs``).
+
+        ``callbacks`` are called with every epoch's row (``epoch``, ``loss``, ``test_mean``
+        when evaluated); one returning ``False`` stops training.
+        """
         run: RunConfig = handle.config
         path = Path(handle.path)
         if resume:
             raise ConfigError("bc runs cannot be resumed; train again")
         torch.manual_seed(run.seed)
-        teacher = _teacher(run, path)
-        view = _teacher_view(run)
-        act = teacher
-        if view is not None:
-            from attn_policies.algorithms.bc import sb3_teacher
-
-            inner = teacher if not hasattr(teacher, "predict") else sb3_teacher(teacher)
-
-            def act(obs: Any) -> Any:
-                return inner(view(obs))
-
-        collect = dict(run.body.get("collect_env_kwargs") or {})
-        collect_run = dataclasses.replace(
-            run, body={**run.body, "env_kwargs": {**(run.body.get("env_kwargs") or {}), **collect}}
-        )
-        env = factory.make_vec_env(collect_run, training=False)
+        teacher, view = load_teacher(run, path)
+        env = factory.make_vec_env(_collect_run(run), training=False)
         env.seed(run.seed)
         try:
-            data = collect_rollouts(act, env, int(run.body.get("n_rollout_steps", 500)))
+            n_steps = _steps_per_env(run)
+            data = collect_rollouts(as_teacher(teacher), env, n_steps, teacher_obs=view)
         finally:
             env.close()
         student, action_space = make_student(run)
@@ -256,7 +364,7 @@ class BCTrainer:
             if run.eval.freq and int(row["epoch"]) % run.eval.freq == 0:
                 result = evaluate_policy(agent, eval_env, run.eval.n_episodes, seed=run.eval.seed)
                 row["test_mean"] = result["mean_reward"]
-                if result["mean_reward"] >= best:
+                if result["mean_reward"] >= best:  # ties go to the later, more trained student
                     best = result["mean_reward"]
                     torch.save(student.state_dict(), path / "best_model.pt")
                 student.train()
@@ -279,6 +387,7 @@ class BCTrainer:
         return len(data)
 
     def model_file(self, path: Path, which: str) -> Path:
+        """``best_model.pt`` (if evaluated during training) or ``model.pt``."""
         if which not in ("best", "last"):
             raise ValueError(f"which must be 'best' or 'last', got {which!r}")
         names = ["best_model.pt", "model.pt"] if which == "best" else ["model.pt"]
@@ -288,6 +397,7 @@ class BCTrainer:
         raise FileNotFoundError(f"{path} holds no trained student (model.pt)")
 
     def load(self, path: Path, run: RunConfig, which: str = "best") -> StudentAgent:
+        """The saved student, ready to :meth:`StudentAgent.predict`."""
         student, action_space = make_student(run)
         state = torch.load(self.model_file(path, which), map_location="cpu", weights_only=True)
         student.load_state_dict(state)
@@ -305,7 +415,11 @@ class BCTrainer:
         policy_kwargs: dict[str, Any] | None = None,
         n_envs: int | None = None,
     ) -> dict[str, list[float]]:
-        """Deterministic student episodes with ``wrappers`` after the run's ``env_wrapper``."""
+        """Deterministic student episodes with ``wrappers`` after the run's ``env_wrapper``.
+
+        Raises:
+            ValueError: a non-empty ``policy_kwargs`` (students have no test-time settings).
+        """
         if policy_kwargs:
             raise ValueError(f"BC students take no test-time settings, got {policy_kwargs}")
         agent = self.load(path, run, which)
@@ -317,6 +431,13 @@ class BCTrainer:
             env.close()
         return {"rewards": result["rewards"], "lengths": result["lengths"]}
 
+    def _test(self, path: Path, run: RunConfig, which: str, n: int, seed: int) -> dict[str, Any]:
+        env = factory.make_vec_env(run, n_envs=run.eval.n_envs, training=False)
+        try:
+            return evaluate_policy(self.load(path, run, which), env, n, seed=seed)
+        finally:
+            env.close()
+
     def evaluate(
         self,
         path: Path,
@@ -325,24 +446,35 @@ class BCTrainer:
         which: str = "best",
         seed: int | None = None,
     ) -> dict[str, Any]:
+        """``eval.json``: deterministic test episodes (``eval.test_seed``), like SB3 runs.
+
+        With ``which="best"`` and a ``best_model.pt``, the last student is tested on the same
+        episodes too (``last_model``).
+        """
         path = Path(path)
         n = int(n_episodes or run.eval.final_episodes)
         seed = run.eval.test_seed if seed is None else int(seed)
         file = self.model_file(path, which)
-        env = factory.make_vec_env(run, n_envs=run.eval.n_envs, training=False)
-        try:
-            result = evaluate_policy(self.load(path, run, which), env, n, seed=seed)
-        finally:
-            env.close()
-        return {
+        result = self._test(path, run, which, n, seed)
+        samples = _steps_per_env(run) * int(run.body.get("n_envs", 1))
+        out: dict[str, Any] = {
             "experiment": run.experiment,
             "tag": run.tag,
             "budget": run.budget,
             "model": file.relative_to(path).as_posix(),
+            "num_timesteps": samples,
             "test_seed": seed,
             "n_episodes": n,
             "policies": summary({"deterministic": result}),
-            "episodes": {
-                "deterministic": {"rewards": result["rewards"], "lengths": result["lengths"]}
-            },
         }
+        if which == "best" and file.name == "best_model.pt":
+            last = self._test(path, run, "last", n, seed)
+            out["last_model"] = {
+                "model": "model.pt",
+                "num_timesteps": samples,
+                "policies": summary({"deterministic": last}),
+            }
+        out["episodes"] = {
+            "deterministic": {"rewards": result["rewards"], "lengths": result["lengths"]}
+        }
+        return out
