@@ -11,6 +11,7 @@ A trainer is an object with
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from zoo.config import ConfigError, nearest
@@ -42,3 +43,17 @@ def get_trainer(algo: str) -> Any:
         f"unknown algo {algo!r}.{nearest(algo, known)} Known: {', '.join(known)}, "
         "or an import path to an SB3 algorithm class."
     )
+
+
+def state_dict_file(path: str | Path, which: str) -> Path:
+    """``best_model.pt`` (kept by periodic tests) or ``model.pt`` of a torch-trained run.
+
+    ``which="best"`` falls back to ``model.pt`` when no test ran during training.
+    """
+    if which not in ("best", "last"):
+        raise ValueError(f"which must be 'best' or 'last', got {which!r}")
+    names = ["best_model.pt", "model.pt"] if which == "best" else ["model.pt"]
+    for name in names:
+        if (Path(path) / name).exists():
+            return Path(path) / name
+    raise FileNotFoundError(f"{path} holds no trained model (model.pt or best_model.pt)")

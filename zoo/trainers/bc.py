@@ -59,6 +59,7 @@ from zoo import factory
 from zoo.config import ConfigError, RunConfig, check_type
 from zoo.evaluation import evaluate_policy, summary
 from zoo.registry import resolve
+from zoo.trainers import state_dict_file
 from zoo.trainers.sb3 import SB3Trainer
 
 KEYS: dict[str, tuple[type, ...] | None] = {
@@ -387,14 +388,7 @@ class BCTrainer:
         return len(data)
 
     def model_file(self, path: Path, which: str) -> Path:
-        """``best_model.pt`` (if evaluated during training) or ``model.pt``."""
-        if which not in ("best", "last"):
-            raise ValueError(f"which must be 'best' or 'last', got {which!r}")
-        names = ["best_model.pt", "model.pt"] if which == "best" else ["model.pt"]
-        for name in names:
-            if (Path(path) / name).exists():
-                return Path(path) / name
-        raise FileNotFoundError(f"{path} holds no trained student (model.pt)")
+        return state_dict_file(path, which)
 
     def load(self, path: Path, run: RunConfig, which: str = "best") -> StudentAgent:
         """The saved student, ready to :meth:`StudentAgent.predict`."""

@@ -56,6 +56,7 @@ from attn_policies.algorithms.es_eval import (
 from attn_policies.extractors import import_object
 from zoo import factory
 from zoo.config import ConfigError, RunConfig, check_type, nearest
+from zoo.trainers import state_dict_file
 
 ES_POLICIES: dict[str, str] = {
     "attention_neuron": "attn_policies.neuron:AttentionNeuronPolicy",
@@ -354,13 +355,7 @@ class CMAESZooTrainer:
     # -- loading and evaluation ------------------------------------------------------------
 
     def model_file(self, path: Path, which: str) -> Path:
-        if which not in ("best", "last"):
-            raise ValueError(f"which must be 'best' or 'last', got {which!r}")
-        names = ["best_model.pt", "model.pt"] if which == "best" else ["model.pt"]
-        for name in names:
-            if (Path(path) / name).exists():
-                return Path(path) / name
-        raise FileNotFoundError(f"{path} holds no trained model (model.pt or best_model.pt)")
+        return state_dict_file(path, which)
 
     def load(self, path: Path, run: RunConfig, which: str = "best") -> nn.Module:
         policy = policy_factory(run)()
