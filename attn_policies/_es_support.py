@@ -30,11 +30,11 @@ def lstm_cell(cell: nn.LSTMCell, x: Tensor, h: Tensor, c: Tensor) -> tuple[Tenso
         True
     """
     gates = F.linear(x, cell.weight_ih, cell.bias_ih) + F.linear(h, cell.weight_hh, cell.bias_hh)
-    # One sigmoid over all gates (the g quarter is unused) beats three calls on small rows.
-    i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
-    g = torch.tanh(gates.narrow(-1, 2 * cell.hidden_size, cell.hidden_size))
-    c = f * c + i * g
-    return o * torch.tanh(c), c
+    # Activations on per-gate views, not one call over all gates: a flat call rounds the
+    # vectorised tail differently, so permuting the rows would change the result by an ulp.
+    i, f, g, o = gates.chunk(4, dim=-1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c
 
 
 class FlatParameters:

@@ -197,6 +197,33 @@ def test_train_and_evaluate_print_success(
     assert result["n_episodes"] == 2  # ... but not the episode count
 
 
+def test_robustness_writes_tables_and_refuses_what_the_env_cannot_take(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = zoo.train(write_config(tmp_path, "cartpole", CARTPOLE), root=tmp_path).path
+    out = tmp_path / "tables"
+    argv = ["robustness", str(folder), "--sweep", "shuffle", "--sweep", "reshuffle=2,5"]
+    assert main([*argv, "--episodes", "2", "--seed", "3", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    names = ["reshuffle.csv", "reshuffle.md", "reshuffle.png", "shuffle.csv", "shuffle.md"]
+    assert sorted(p.name for p in out.iterdir()) == [*names, "shuffle.png"]
+    assert (out / "shuffle.md").read_text() in printed  # the table, then the file paths
+    assert printed.splitlines()[-1] == str(out / "reshuffle.png")
+    assert "| agent | reshuffle every 2 | reshuffle every 5 |" in printed
+    # Spec errors and perturbations the env refuses exit 2 before any episode or file.
+    assert main(["robustness", str(folder), "--sweep", "shuffle", "--sweep", "shufle"]) == 2
+    assert "Did you mean 'shuffle'" in capsys.readouterr().err
+    image = tmp_path / "image_run"
+    image.mkdir()
+    body = {**CARTPOLE, "env": "CarRacing-v3", "policy": "CnnPolicy", "policy_kwargs": {}}
+    write_config(image, "config", body)  # a run folder's config.yml, never trained
+    assert main(["robustness", str(image), "--sweep", "shuffle", "--sweep", "channels"]) == 2
+    err = capsys.readouterr().err
+    assert "CarRacing-v3 cannot take the condition 'duplicated x2, shuffled'" in err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in image.iterdir()) == ["config.yml"]
+
+
 def test_train_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write_config(tmp_path, "cartpole", CARTPOLE)
     with pytest.raises(KeyboardInterrupt):

@@ -3,27 +3,37 @@
 from __future__ import annotations
 
 import csv
-import json
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from _zoo import trained
+from matplotlib import pyplot as plt
 
 import zoo
-from zoo.cli import main
+from zoo import factory
 from zoo.config import ConfigError
-from zoo.robustness import parse_sweep, run_sweep, train_ratio, write_table
+from zoo.robustness import (
+    _prepare,
+    check_sweep,
+    parse_sweep,
+    run_sweep,
+    train_ratio,
+    write_table,
+)
 
 
+# CMA-ES smoke runs trained once per session (xdist workers share them).
 @pytest.fixture(scope="module")
 def pi_run(tmp_path_factory: pytest.TempPathFactory) -> zoo.Run:
-    return zoo.train("cartpole_pi", budget="smoke", root=tmp_path_factory.mktemp("pi"))
+    return zoo.load(trained(tmp_path_factory, "cartpole_pi_smoke", "cartpole_pi"))
 
 
 @pytest.fixture(scope="module")
 def fnn_run(tmp_path_factory: pytest.TempPathFactory) -> zoo.Run:
-    return zoo.train("cartpole_fnn", budget="smoke", root=tmp_path_factory.mktemp("fnn"))
+    return zoo.load(trained(tmp_path_factory, "cartpole_fnn_smoke", "cartpole_fnn"))
 
 
 def by_condition(rows: list[dict]) -> dict[str, dict]:
@@ -95,8 +105,8 @@ def test_reshuffle_rows_and_the_files(pi_run: zoo.Run, fnn_run: zoo.Run, tmp_pat
     assert png.stat().st_size > 5000
 
 
-def test_sb3_agent_and_occlusion_heat_map(tmp_path: Path) -> None:
-    config = tmp_path / "ppo.yml"
+def swingup_ppo(tmp_path: Path, name: str, **extra: object) -> zoo.Run:
+    """A 64-step PPO MLP on 20-step CartPoleSwingUpHarder episodes."""
     body = {
         "algo": "ppo",
         "env": "attn_envs/CartPoleSwingUpHarder-v0",
@@ -106,23 +116,52 @@ def test_sb3_agent_and_occlusion_heat_map(tmp_path: Path) -> None:
         "n_steps": 32,
         "batch_size": 32,
         "eval": {"final_episodes": 2},
+        **extra,
     }
-    config.write_text(yaml.safe_dump({"ppo_swingup": body}))
-    run = zoo.train(config, root=tmp_path)
+    config = tmp_path / f"{name}.yml"
+    config.write_text(yaml.safe_dump({name: body}))
+    return zoo.train(config, root=tmp_path)
+
+
+def test_sb3_agent(tmp_path: Path) -> None:
+    run = swingup_ppo(tmp_path, "ppo_swingup")
     rows = by_condition(run_sweep([run], "shuffle", n_episodes=4, seed=1))
     assert rows["as is"]["n_episodes"] == rows["shuffled"]["n_episodes"] == 4
     assert rows["shuffled"]["mean_reward"] != rows["as is"]["mean_reward"]
+    assert rows == by_condition(run_sweep([run], "shuffle", n_episodes=4, seed=1))
     assert train_ratio(run.config) == 0.0
-    # Occlusion needs patch tokens: on a vector env the cell is n/a, not a crash.
+    # Occlusion drops inputs: the MLP cannot take 3 of 5, so the cell is n/a, not a crash.
     (cell,) = run_sweep([run], "occlusion=0.5", n_episodes=2)
     assert cell["note"].startswith("n/a")
-    heat = [
-        {"experiment": f"pong/{a}", "condition": f"occlusion {b}", "value": b, "train_ratio": a,
-         "mean_reward": 21 - 40 * b * (1 - a), "std_reward": 1.0, "n_episodes": 2, "note": ""}
-        for a in (0.0, 0.5) for b in (0.0, 0.5, 0.7)
-    ]  # fmt: skip
-    png = write_table(heat, "occlusion", tmp_path)[2]
+    # SB3 policies have no output scale: the extra-channel cells are n/a with the reason.
+    rows = by_condition(run_sweep([run], "channels", n_episodes=2))
+    assert "no test-time settings" in rows["duplicated x2, shuffled"]["note"]
+
+
+def test_occlusion_heat_map_from_two_runs(tmp_path: Path) -> None:
+    occluded = [[{"OcclusionObservation": {"ratio": r, "fill": 0.0}}] for r in (0.0, 0.4)]
+    runs = [swingup_ppo(tmp_path, f"occluded_{k}", env_wrapper=w) for k, w in enumerate(occluded)]
+    rows = run_sweep(runs, "occlusion=0,0.4,0.6")  # eval.test_seed, eval.final_episodes (2)
+    assert [(r["train_ratio"], r["value"]) for r in rows] == [
+        (a, b) for a in (0.0, 0.4) for b in (0.0, 0.4, 0.6)
+    ]
+    assert all(r["n_episodes"] == 2 for r in rows)
+    # The test ratio replaces the training one: tested at 0, nothing is occluded.
+    changed, extra, _ = _prepare(runs[1].config, parse_sweep("occlusion=0").conditions[0], True)
+    assert not extra
+    env = factory.make_env_fn(changed)()
+    obs, _ = env.reset(seed=0)
+    assert np.count_nonzero(obs) == 5
+    # ... and tested at 0.4 like it was trained, the cell is its eval.json figure
+    trained_like = rows[4]
+    assert trained_like["value"] == 0.4
+    assert trained_like["mean_reward"] == pytest.approx(
+        runs[1].eval["policies"]["deterministic"]["mean_reward"]
+    )
+    png = write_table(rows, "occlusion", tmp_path / "tables")[2]
     assert png.stat().st_size > 5000
+    pixels = plt.imread(png)
+    assert pixels.std() > 0.05  # a drawn heat map, not a blank canvas
 
 
 def test_regression_sweep(pi_run: zoo.Run) -> None:
@@ -131,12 +170,39 @@ def test_regression_sweep(pi_run: zoo.Run) -> None:
     assert all(0 <= r["r2"] <= 1 for r in rows)
 
 
-def test_cli(pi_run: zoo.Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "tables"
-    code = main(["robustness", str(pi_run.path), "--sweep", "shuffle", "--episodes", "2",
-                 "--out", str(out)])  # fmt: skip
-    assert code == 0
-    assert sorted(p.name for p in out.iterdir()) == ["shuffle.csv", "shuffle.md", "shuffle.png"]
-    assert main(["robustness", str(pi_run.path), "--sweep", "shufle"]) == 2
-    assert "Did you mean 'shuffle'" in capsys.readouterr().err
-    assert json.loads((pi_run.path / "status.json").read_text())["state"] == "finished"
+def test_robustness_sweep_writes_into_the_run_folder(pi_run: zoo.Run) -> None:
+    rows = zoo.robustness_sweep(pi_run.path, "reshuffle=3", n_episodes=2, seed=5)
+    folder = pi_run.path / "robustness"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "reshuffle.csv",
+        "reshuffle.md",
+        "reshuffle.png",
+    ]
+    with (folder / "reshuffle.csv").open() as fh:
+        (saved,) = list(csv.DictReader(fh))
+    assert float(saved["mean_reward"]) == pytest.approx(rows[0]["mean_reward"])
+    assert saved["n_episodes"] == "2"
+    with pytest.raises(ConfigError, match=">= 1"):
+        run_sweep([pi_run], "shuffle", n_episodes=0)
+
+
+def test_perturbations_the_env_cannot_take_are_refused(tmp_path: Path) -> None:
+    body = {"algo": "ppo", "env": "CarRacing-v3", "policy": "CnnPolicy", "n_timesteps": 64}
+    (tmp_path / "config.yml").write_text(yaml.safe_dump({"car": body}))
+    assert [c.label for c in check_sweep(tmp_path, "shuffle").conditions] == ["as is", "shuffled"]
+    with pytest.raises(ConfigError, match=r"CarRacing-v3 cannot take .*DuplicateObservation"):
+        check_sweep(tmp_path, "channels")
+    with pytest.raises(ConfigError, match="at least one run"):
+        check_sweep([], "shuffle")
+
+
+def test_train_ratio_of_every_kind_of_run(pi_run: zoo.Run) -> None:
+    def with_body(**body: object) -> zoo.RunConfig:
+        return dataclasses.replace(pi_run.config, body={**pi_run.config.body, **body})
+
+    assert train_ratio(pi_run.config) == 0.0
+    assert train_ratio(with_body(env_kwargs={"occlusion": 0.3})) == 0.3  # screen presets
+    wrapped = with_body(env_wrapper=["StepPenalty", {"OcclusionObservation": {"ratio": 0.2}}])
+    assert train_ratio(wrapped) == 0.2
+    assert train_ratio(with_body(algo="bc", occlusion=0.5)) == 0.5  # BC's per-batch drop
+    assert train_ratio(with_body(algo="bc", occlusion=[0.2, 0.4])) == pytest.approx(0.3)

@@ -5,6 +5,10 @@
 True
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from zoo.config import ConfigError, EvalConfig, RunConfig, list_experiments, load_runs
 from zoo.runs import Run, evaluate, load, resume, train, train_all
 
@@ -18,6 +22,16 @@ __all__ = [
     "load",
     "load_runs",
     "resume",
+    "robustness_sweep",
     "train",
     "train_all",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # zoo.robustness pulls in the env factory (SB3, ~0.3 s): imported on first use only
+    if name == "robustness_sweep":
+        from zoo.robustness import robustness_sweep
+
+        return robustness_sweep
+    raise AttributeError(f"module 'zoo' has no attribute {name!r}")

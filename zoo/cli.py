@@ -145,21 +145,25 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _cmd_robustness(args: argparse.Namespace) -> int:
-    from zoo.robustness import parse_sweep, run_sweep, write_table
+    from zoo.robustness import check_sweep, markdown, robustness_sweep
 
-    sweeps = [parse_sweep(spec) for spec in args.sweep]  # all errors before any episode
+    rescale = not args.no_rescale
+    # every spec against every run's env before the first episode
+    sweeps = [check_sweep(args.runs, spec, rescale) for spec in args.sweep]
     out = Path(args.out) if args.out else Path(args.runs[0]) / "robustness"
     for sweep in sweeps:
-        rows = run_sweep(
+        rows = robustness_sweep(
             args.runs,
             sweep,
             n_episodes=args.episodes,
             seed=args.seed,
             which=args.which,
-            rescale=not args.no_rescale,
+            rescale=rescale,
+            out=out,
         )
-        for path in write_table(rows, sweep.name, out):
-            print(path)
+        print(markdown(rows))
+        for suffix in ("csv", "md", "png"):
+            print(out / f"{sweep.name}.{suffix}")
     return 0
 
 

@@ -18,8 +18,11 @@ equals ``eval.json``) under one perturbation of what the agent sees:
 Vector-observation perturbations are the ``attn_envs`` wrappers appended after the run's own
 ``env_wrapper``; the screen presets (``PuzzlePong``, ``PuzzleCarRacing``) take them as
 env kwargs (``reshuffle_every``, ``occlusion``, ``background``). Episodes run vectorised
-(each trainer's ``episode_returns``). A condition the agent cannot take (an FNN given 10
-inputs) is reported as ``n/a`` with the reason, not as an error.
+(each trainer's ``episode_returns``; SB3 and BC runs use ``eval.n_envs`` copies, in
+subprocesses when the run says ``vec_env: subproc``; CMA-ES runs play all episodes as one
+batch). A perturbation the *env* cannot take (duplicated channels of an image) is refused
+with a :class:`~zoo.config.ConfigError` before any episode is played; one the *agent* cannot
+take (an FNN given 10 inputs) is reported as ``n/a`` with the reason, not as an error.
 
 Example:
     >>> [c.label for c in parse_sweep("reshuffle=25,50").conditions]
@@ -40,13 +43,22 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from attn_policies.extractors import import_object
 from zoo import factory
 from zoo.config import ConfigError, RunConfig, nearest
 from zoo.runs import Run, load
 from zoo.trainers import get_trainer
 
-__all__ = ["Condition", "Sweep", "parse_sweep", "run_sweep", "write_table"]
+__all__ = [
+    "Condition",
+    "Sweep",
+    "check_sweep",
+    "markdown",
+    "parse_sweep",
+    "robustness_sweep",
+    "run_sweep",
+    "train_ratio",
+    "write_table",
+]
 
 Wrapper = Callable[[gym.Env], gym.Env]
 SWEEPS = ("shuffle", "reshuffle", "channels", "occlusion", "background", "regression")
@@ -61,6 +73,7 @@ class Condition:
         kind: ``"shuffle"``, ``"channels"``, ``"occlusion"``, ``"background"`` or ``"none"``.
         value: the swept value (t, ratio, picture name, number of inputs).
         extra_inputs: multiplies the number of vector inputs (duplicates / noise channels).
+        noise: the extra inputs are pure-noise channels rather than copies.
     """
 
     label: str
@@ -72,6 +85,14 @@ class Condition:
 
 @dataclass(frozen=True)
 class Sweep:
+    """A named list of conditions (the table's columns); ``name`` names the output files.
+
+    Attributes:
+        name: ``shuffle``, ``reshuffle``, ``channels``, ``occlusion``, ``background`` or
+            ``regression``.
+        conditions: the test conditions, in column order (empty for ``regression``).
+    """
+
     name: str
     conditions: list[Condition] = field(default_factory=list)
 
@@ -86,7 +107,29 @@ def _values(name: str, raw: str, cast: Callable[[str], Any]) -> list[Any]:
 
 
 def parse_sweep(spec: str) -> Sweep:
-    """``"name"`` or ``"name=v1,v2,..."`` (see the module docstring for the names)."""
+    """Read a CLI sweep spec, ``"name"`` or ``"name=v1,v2,..."``.
+
+    Args:
+        spec: ``shuffle``, ``reshuffle=T,...``, ``channels``, ``occlusion=R,...``,
+            ``background[=NAME,...]`` (default: every shipped picture) or ``regression``.
+
+    Returns:
+        The sweep and its conditions.
+
+    Raises:
+        ConfigError: unknown name (with the nearest known one), missing or unreadable values,
+            t < 1 or an occlusion ratio outside [0, 1).
+
+    Example:
+        >>> [c.value for c in parse_sweep("occlusion=0,0.5").conditions]
+        [0.0, 0.5]
+        >>> parse_sweep("shufle")
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: unknown sweep 'shufle'. Did you mean 'shuffle'...
+    """
+    if not isinstance(spec, str):
+        raise ConfigError(f"a sweep spec is a string like 'reshuffle=25,50', got {spec!r}")
     name, _, raw = spec.partition("=")
     name = name.strip()
     if name == "shuffle":
@@ -125,6 +168,8 @@ def parse_sweep(spec: str) -> Sweep:
 
 def _env_params(run: RunConfig) -> set[str]:
     """Named parameters of the run's env entry point (the screen presets take perturbations)."""
+    from attn_policies.extractors import import_object
+
     entry = gym.spec(run.body["env"]).entry_point
     target = import_object(entry) if isinstance(entry, str) else entry
     try:
@@ -136,7 +181,8 @@ def _env_params(run: RunConfig) -> set[str]:
 def _prepare(
     run: RunConfig, condition: Condition, rescale: bool
 ) -> tuple[RunConfig, list[Wrapper], dict[str, Any] | None]:
-    """The run (env kwargs changed), wrappers and policy settings of one condition."""
+    """The run (env kwargs / own wrappers changed), wrappers and policy settings of one
+    condition."""
     from attn_envs import (
         BackgroundObservation,
         DuplicateObservation,
@@ -147,6 +193,7 @@ def _prepare(
 
     params = _env_params(run)
     env_kwargs = dict(run.body.get("env_kwargs") or {})
+    own = factory.wrapper_specs(run.body.get("env_wrapper"))
     wrappers: list[Wrapper] = []
     policy_kwargs = None
     kind, value = condition.kind, condition.value
@@ -164,14 +211,23 @@ def _prepare(
             policy_kwargs = {"output_scale": 1.0 / condition.extra_inputs}
     elif kind == "occlusion" and "occlusion" in params:
         env_kwargs["occlusion"] = value
+    elif kind == "occlusion" and any(_is_occlusion(name) for name, _ in own):
+        # the test ratio replaces the training one (same place, mode and fill), not on top
+        own = [(n, {**kw, "ratio": value} if _is_occlusion(n) else kw) for n, kw in own]
     elif kind == "occlusion":
         wrappers.append(lambda env: OcclusionObservation(env, ratio=value))
     elif kind == "background" and "background" in params:
         env_kwargs["background"] = value
     elif kind == "background":
         wrappers.append(lambda env: BackgroundObservation(env, value))
-    changed = dataclasses.replace(run, body={**run.body, "env_kwargs": env_kwargs})
-    return changed, wrappers, policy_kwargs
+    body = {**run.body, "env_kwargs": env_kwargs}
+    if own:
+        body["env_wrapper"] = [{name: kwargs} for name, kwargs in own]
+    return dataclasses.replace(run, body=body), wrappers, policy_kwargs
+
+
+def _is_occlusion(wrapper_name: str) -> bool:
+    return wrapper_name.endswith("OcclusionObservation")
 
 
 def _n_inputs(env: gym.Env) -> int:
@@ -179,16 +235,76 @@ def _n_inputs(env: gym.Env) -> int:
 
 
 def train_ratio(run: RunConfig) -> float:
-    """The occlusion ratio a run was trained with (env kwarg or OcclusionObservation)."""
+    """The occlusion ratio a run was trained with: 0 if none.
+
+    Read from the env kwarg ``occlusion`` (screen presets), an ``OcclusionObservation`` in
+    ``env_wrapper``, or BC's per-batch ``occlusion`` (a ``[low, high]`` range gives its
+    midpoint).
+    """
     ratio = (run.body.get("env_kwargs") or {}).get("occlusion")
     for name, kwargs in factory.wrapper_specs(run.body.get("env_wrapper")):
-        if name.endswith("OcclusionObservation"):
+        if _is_occlusion(name):
             ratio = kwargs.get("ratio", ratio)
+    if run.algo == "bc" and run.body.get("occlusion") is not None:
+        ratio = run.body["occlusion"]
+    if isinstance(ratio, (list, tuple)):
+        ratio = sum(ratio) / len(ratio) if ratio else 0.0
     return float(ratio or 0.0)
 
 
+def _handles(runs: Sequence[Run | str | Path]) -> list[Run]:
+    if isinstance(runs, (str, Path, Run)):
+        runs = [runs]
+    if not runs:
+        raise ConfigError("a robustness sweep needs at least one run folder")
+    return [r if isinstance(r, Run) else load(r) for r in runs]
+
+
+def _label(run: RunConfig) -> str:
+    return f"{run.experiment}/{run.tag}" if run.tag else run.experiment
+
+
+def _check_env(run: RunConfig, condition: Condition, rescale: bool) -> None:
+    """Build one env of the condition (no agent): a wrapper that cannot take it raises."""
+    changed, wrappers, _ = _prepare(run, condition, rescale)
+    try:
+        env = factory.make_env_fn(changed, extra_wrappers=wrappers)()
+    except (TypeError, ValueError, FileNotFoundError) as err:
+        raise ConfigError(
+            f"{_label(run)}: its env {run.body['env']} cannot take the condition "
+            f"{condition.label!r}: {str(err).splitlines()[0]}"
+        ) from None
+    env.close()
+
+
+def check_sweep(
+    runs: Sequence[Run | str | Path] | Run | str | Path,
+    sweep: Sweep | str,
+    rescale: bool = True,
+) -> Sweep:
+    """Refuse, before any episode, a sweep that some run's env cannot take.
+
+    Args:
+        runs: run handles or folders.
+        sweep: a :class:`Sweep` or a spec for :func:`parse_sweep`.
+        rescale: as in :func:`run_sweep`.
+
+    Returns:
+        The parsed sweep.
+
+    Raises:
+        ConfigError: a bad spec, a folder that is no run, or a perturbation the env refuses
+            (e.g. duplicated channels of an image observation).
+    """
+    sweep = parse_sweep(sweep) if isinstance(sweep, str) else sweep
+    for handle in _handles(runs):
+        for condition in sweep.conditions:
+            _check_env(handle.config, condition, rescale)
+    return sweep
+
+
 def run_sweep(
-    runs: Sequence[Run | str | Path],
+    runs: Sequence[Run | str | Path] | Run | str | Path,
     sweep: Sweep | str,
     n_episodes: int | None = None,
     seed: int | None = None,
@@ -197,16 +313,35 @@ def run_sweep(
 ) -> list[dict[str, Any]]:
     """One row per (run, condition): mean and std of the return over the test episodes.
 
+    Every condition plays the same episodes (seeds ``seed, seed + 1, ...``).
+
+    Args:
+        runs: run handles or folders (several: one table row each; ``occlusion`` with
+            runs of different training ratios makes the heat map).
+        sweep: a :class:`Sweep` or a spec for :func:`parse_sweep`.
+        n_episodes: episodes per cell; default each run's ``eval.final_episodes``
+            (1000 for the E3 configs).
+        seed: first episode seed; default each run's ``eval.test_seed``.
+        which: ``"best"`` or ``"last"`` model.
+        rescale: with duplicated / noise channels, pass ``output_scale`` = original / new
+            number of inputs to the policy (seed 001's x0.5); False keeps it at 1.
+
     Returns:
-        rows with ``run``, ``experiment``, ``condition``, ``value``, ``train_ratio``,
-        ``mean_reward``, ``std_reward``, ``n_episodes`` and ``note`` (why a cell is n/a).
+        Rows with ``run``, ``experiment``, ``condition``, ``value``, ``train_ratio``,
+        ``mean_reward``, ``std_reward``, ``n_episodes`` and ``note`` (why a cell is n/a, or
+        the test-time policy setting used); ``regression`` rows hold ``r2`` instead.
+
+    Raises:
+        ConfigError: see :func:`check_sweep`.
     """
-    sweep = parse_sweep(sweep) if isinstance(sweep, str) else sweep
-    handles = [r if isinstance(r, Run) else load(r) for r in runs]
+    if n_episodes is not None and (isinstance(n_episodes, bool) or int(n_episodes) < 1):
+        raise ConfigError(f"episodes per cell must be >= 1, got {n_episodes!r}")
+    handles = _handles(runs)
+    sweep = check_sweep(handles, sweep, rescale)
     rows: list[dict[str, Any]] = []
     for handle in handles:
         run = handle.config
-        label = f"{run.experiment}/{run.tag}" if run.tag else run.experiment
+        label = _label(run)
         if sweep.name == "regression":
             from zoo.analysis import input_regression
 
@@ -232,8 +367,8 @@ def run_sweep(
                 "n_episodes": 0,
                 "note": "",
             }
+            changed, wrappers, policy_kwargs = _prepare(run, condition, rescale)
             try:
-                changed, wrappers, policy_kwargs = _prepare(run, condition, rescale)
                 result = trainer.episode_returns(
                     handle.path,
                     changed,
@@ -244,6 +379,7 @@ def run_sweep(
                     policy_kwargs=policy_kwargs,
                 )
             except (ValueError, RuntimeError, TypeError) as err:
+                # the env took the condition (check_sweep), so the agent cannot: a table cell
                 row["note"] = f"n/a: {str(err).splitlines()[0][:160]}"
             else:
                 rewards = np.asarray(result["rewards"], dtype=float)
@@ -255,6 +391,32 @@ def run_sweep(
                 if policy_kwargs:
                     row["note"] = ", ".join(f"{k}={v:g}" for k, v in policy_kwargs.items())
             rows.append(row)
+    return rows
+
+
+def robustness_sweep(
+    runs: Sequence[Run | str | Path] | Run | str | Path,
+    sweep: Sweep | str,
+    *,
+    n_episodes: int | None = None,
+    seed: int | None = None,
+    which: str = "best",
+    rescale: bool = True,
+    out: str | Path | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`run_sweep`, then the tables ``<out>/<sweep>.csv``, ``.md`` and ``.png``.
+
+    Args:
+        runs, sweep, n_episodes, seed, which, rescale: as in :func:`run_sweep`.
+        out: folder for the tables; default ``<first run>/robustness``.
+
+    Returns:
+        The rows of :func:`run_sweep`.
+    """
+    handles = _handles(runs)
+    sweep = parse_sweep(sweep) if isinstance(sweep, str) else sweep
+    rows = run_sweep(handles, sweep, n_episodes, seed, which, rescale)
+    write_table(rows, sweep.name, Path(out) if out else handles[0].path / "robustness")
     return rows
 
 
@@ -304,13 +466,20 @@ def plot(rows: Sequence[dict[str, Any]], title: str, path: Path) -> Path:
     if heat:
         trains = sorted({r["train_ratio"] for r in rows})
         tests = sorted({r["value"] for r in rows})
-        grid = np.full((len(trains), len(tests)), np.nan)
+        # runs sharing a train ratio (seeds) are averaged; n/a cells stay NaN
+        total = np.zeros((len(trains), len(tests)))
+        count = np.zeros_like(total)
         for r in rows:
-            grid[trains.index(r["train_ratio"]), tests.index(r["value"])] = r["mean_reward"]
+            if r.get("n_episodes"):
+                i, j = trains.index(r["train_ratio"]), tests.index(r["value"])
+                total[i, j] += r["mean_reward"]
+                count[i, j] += 1
+        grid = np.divide(total, count, out=np.full_like(total, np.nan), where=count > 0)
         image = ax.imshow(grid, cmap="viridis", aspect="auto")
         for (i, j), v in np.ndenumerate(grid):
-            ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.0f}", ha="center", va="center",
-                    color="w")  # fmt: skip
+            light = not np.isnan(v) and image.norm(v) > 0.6  # viridis' yellow end
+            ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.3g}", ha="center", va="center",
+                    color="k" if light else "w")  # fmt: skip
         ax.set_xticks(range(len(tests)), [f"{t:g}" for t in tests])
         ax.set_yticks(range(len(trains)), [f"{t:g}" for t in trains])
         ax.set_xlabel("test occlusion ratio")
@@ -334,7 +503,12 @@ def plot(rows: Sequence[dict[str, Any]], title: str, path: Path) -> Path:
 
 
 def write_table(rows: Sequence[dict[str, Any]], name: str, out: str | Path) -> list[Path]:
-    """``<out>/<name>.csv``, ``.md`` and ``.png``."""
+    """Write ``<out>/<name>.csv`` (every row), ``.md`` (agents x conditions, mean ± std, n)
+    and ``.png`` (bar chart, or the heat map for an ``occlusion`` sweep of several runs).
+
+    Returns:
+        The three paths, in that order.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     fields = list(dict.fromkeys(k for r in rows for k in r))
