@@ -8,9 +8,15 @@ stays cheap and pulls in no simulator until one is used.
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from attn_envs.registration import ENV_IDS, register_envs
+
+try:
+    __version__ = version("attn-zoo")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 _PUBLIC = {
     "ShuffleObservation": "attn_envs.shuffle",
@@ -18,14 +24,18 @@ _PUBLIC = {
     "DuplicateObservation": "attn_envs.shuffle",
     "PatchObservation": "attn_envs.patches",
     "OcclusionObservation": "attn_envs.patches",
+    "OpenCVGrayscaleObservation": "attn_envs.patches",
     "patchify": "attn_envs.patches",
     "unpatchify": "attn_envs.patches",
     "RamFeatureObservation": "attn_envs.atari_ram",
     "DistractorFeatureObservation": "attn_envs.atari_ram",
+    "DownsampleCropObservation": "attn_envs.atari_frames",
+    "AtariCropWrapper": "attn_envs.atari_frames",
     "RAM_ANNOTATIONS": "attn_envs.atari_ram",
     "BackgroundObservation": "attn_envs.background",
     "available_backgrounds": "attn_envs.background",
     "load_background": "attn_envs.background",
+    "ClassicCarRacing": "attn_envs.classic_car_racing",
     "EgocentricGridObservation": "attn_envs.grid",
     "ActionSubset": "attn_envs.grid",
     "StepPenalty": "attn_envs.grid",
@@ -43,7 +53,7 @@ _PUBLIC = {
     "transformed_test_set": "attn_envs.mnist",
 }
 
-__all__ = ["ENV_IDS", "register_envs", *sorted(_PUBLIC)]
+__all__ = ["ENV_IDS", "__version__", "register_envs", *sorted(_PUBLIC)]
 
 
 def __getattr__(name: str) -> Any:

@@ -4,7 +4,10 @@
 variables (positions, scores, lives). ``RamFeatureObservation`` turns an ALE env's
 observation into those bytes. ``DistractorFeatureObservation`` builds the thesis's noisy
 inputs: the features of the played game plus those of ``k`` uncontrolled copies of the same
-game, shuffled once per seed and stacked over time (conditions L, 2L, 4L are ``k`` = 0, 1, 3).
+game, shuffled once and stacked over time (conditions L, 2L, 4L are ``k`` = 0, 1, 3). The
+thesis draws the feature order once per training run: pass ``order_seed`` (the zoo's
+``atariari`` config sets it to the run seed) and every actor, evaluation env and replay of the
+run sees the same order.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from attn_envs._seeding import SeededWrapperMixin
+from attn_envs._seeding import SeededWrapperMixin, derive_rng
 from attn_envs._spaces import require_int
 
 __all__ = [
@@ -299,15 +302,20 @@ class DistractorFeatureObservation(
     whose episode ends is reset and keeps going; the played env alone ends the episode.
 
     The per-step features, ``F * (n_distractors + 1)`` of them (played first, then each
-    distractor), are reordered by a permutation drawn at ``reset(seed=s)`` (the same ``s``
-    gives the same permutation; resets without a seed keep it), and the last ``stack`` steps
-    are stacked oldest first, the stack filled with the first frame at reset.
+    distractor), are reordered by one permutation, and the last ``stack`` steps are stacked
+    oldest first, the stack filled with the first frame at reset. With ``order_seed`` the
+    permutation is drawn once from it at construction and no reset changes it: the thesis
+    shuffles the order once per training run, so all envs of a run (SB3 seeds actor ``i``
+    with ``seed + i``) must share it. Without ``order_seed`` it is drawn at every
+    ``reset(seed=s)`` (the same ``s`` gives the same permutation; resets without a seed keep
+    it), which gives every differently seeded env its own order.
 
     Feature names travel in attributes, not in ``info`` (lists of strings do not stack in
     vector envs): ``feature_names[i]`` names column ``i``, e.g. ``"player/ball_x"`` or
     ``"distractor2/ball_x"``; ``feature_permutation[i]`` is its index in the unshuffled
     order ``unshuffled_feature_names``. The reset ``info`` carries
-    ``info["feature_permutation"]``. Before the first reset the order is unshuffled.
+    ``info["feature_permutation"]``. Without ``order_seed`` the order is unshuffled before the
+    first reset.
 
     Distractors are reseeded from the wrapper's generator at every seeded reset (and the
     first reset). Other resets reset them without a seed: that continues the emulators'
@@ -322,6 +330,8 @@ class DistractorFeatureObservation(
             ``"noop"`` (action 0), or a callable mapping a distractor's own features
             (``(F,)`` float32, annotation order) to its action.
         game: Game name; ``None`` infers it from the env.
+        order_seed: Seed of the feature order, fixed for the env's lifetime; ``None`` draws
+            the order from each ``reset(seed=...)`` seed instead.
 
     Example:
         >>> from attn_envs.atari_ram import DistractorFeatureObservation
@@ -335,6 +345,13 @@ class DistractorFeatureObservation(
         >>> obs.shape
         (4, 16)
         >>> env.close()
+        >>> a = DistractorFeatureObservation("ALE/Pong-v5", n_distractors=1, order_seed=7)
+        >>> b = DistractorFeatureObservation("ALE/Pong-v5", n_distractors=1, order_seed=7)
+        >>> _ = a.reset(seed=1), b.reset(seed=2)  # one order per order_seed, whatever the seed
+        >>> a.feature_names == b.feature_names
+        True
+        >>> a.close(), b.close()
+        (None, None)
     """
 
     def __init__(
@@ -344,6 +361,7 @@ class DistractorFeatureObservation(
         stack: int = 4,
         distractor_policy: DistractorPolicy = "random",
         game: str | None = None,
+        order_seed: int | None = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -351,10 +369,13 @@ class DistractorFeatureObservation(
             stack=stack,
             distractor_policy=distractor_policy,
             game=game,
+            order_seed=order_seed,
         )
         name = type(self).__name__
         n_distractors = require_int(n_distractors, "n_distractors", minimum=0)
         stack = require_int(stack, "stack")
+        if order_seed is not None:
+            order_seed = require_int(order_seed, "order_seed", minimum=0)
         if not (callable(distractor_policy) or distractor_policy in ("random", "noop")):
             raise ValueError(
                 "distractor_policy must be 'random', 'noop' or a callable, "
@@ -399,7 +420,14 @@ class DistractorFeatureObservation(
         self._unshuffled_flat = (
             np.arange(self.n_distractors + 1)[:, None] * RAM_SIZE + indices[None, :]
         ).ravel()
-        self._set_permutation(None)
+        self.order_seed = order_seed
+        self._fixed_perm = (
+            None
+            if order_seed is None
+            else derive_rng(order_seed, f"{name}.order").permutation(self.n_features)
+        )
+        self._started = False
+        self._set_permutation(self._fixed_perm)
         # Each frame is written twice, so ring[pos + 1 : pos + 1 + stack] is the stack in order.
         self._ring = np.zeros((2 * self.stack, self.n_features), dtype=np.float32)
         self._pos = 0
@@ -439,11 +467,12 @@ class DistractorFeatureObservation(
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        fresh = self._perm is None
+        fresh, self._started = not self._started, True
         self._reseed(seed)
         _, info = self.env.reset(seed=seed, options=options)
         if seed is not None or fresh:
-            self._set_permutation(self.rng.permutation(self.n_features))
+            if self._fixed_perm is None:
+                self._set_permutation(self.rng.permutation(self.n_features))
             seeds = self.rng.integers(2**31 - 1, size=self.n_distractors)
             for d, s in zip(self._distractors, seeds, strict=True):
                 d.reset(seed=int(s))
@@ -488,9 +517,13 @@ def make_distractor_env(
     n_distractors: int = 3,
     stack: int = 4,
     distractor_policy: DistractorPolicy = "random",
+    order_seed: int | None = None,
     **ale_kwargs: Any,
 ) -> gym.Env:
     """``ALE/{game}-v5`` (``obs_type="ram"``) wrapped in ``DistractorFeatureObservation``.
+
+    ``order_seed`` fixes the feature order (see the wrapper); the other keyword arguments go
+    to the ALE env.
 
     Example:
         >>> env = make_distractor_env("Pong", n_distractors=0, stack=2)
@@ -505,4 +538,5 @@ def make_distractor_env(
         stack=stack,
         distractor_policy=distractor_policy,
         game=game,
+        order_seed=order_seed,
     )

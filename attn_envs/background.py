@@ -267,12 +267,17 @@ class BackgroundObservation(
         return (flat ^ ((flat ^ self._flat_background) & mask)).reshape(self.background.shape)
 
 
-def make_car_racing_background(background: ImageLike = "kof", **car_racing_kwargs: Any) -> gym.Env:
+def make_car_racing_background(
+    background: ImageLike = "kof", screen: str = "gymnasium", **car_racing_kwargs: Any
+) -> gym.Env:
     """``CarRacing-v3`` with its grass replaced by ``background`` (E6 test environments).
 
     Args:
         background: shipped name, image path or (H, W, 3) uint8 array; see
             :class:`BackgroundObservation`.
+        screen: ``"gymnasium"`` or ``"classic"`` (gym <= 0.21's direct 96x96 drawing, whose
+            grass is exactly :data:`GRASS_COLORS_NOMINAL`; see
+            :mod:`attn_envs.classic_car_racing`).
         **car_racing_kwargs: passed to ``gym.make("CarRacing-v3", ...)`` (e.g. ``continuous``,
             ``lap_complete_percent``, ``max_episode_steps``).
 
@@ -291,4 +296,6 @@ def make_car_racing_background(background: ImageLike = "kof", **car_racing_kwarg
             "make_car_racing_background: domain_randomize=True draws random grass colours, "
             "which the background replacement would not find; leave it False"
         )
-    return BackgroundObservation(gym.make("CarRacing-v3", **car_racing_kwargs), background)
+    from attn_envs.classic_car_racing import make_car_racing
+
+    return BackgroundObservation(make_car_racing(screen, **car_racing_kwargs), background)

@@ -1,7 +1,7 @@
 """MNIST data for experiment E1: IDX loading, a synthetic stand-in and the book's transform.
 
 Seed 000, sec. 10.3 trains a relational module and a CNN on MNIST digits that are randomly
-translated (up to ±6 px), rotated (up to ±30°) and sprinkled with ``20 + |5·N(0, 1)|``
+translated (up to ±6 px), rotated (up to ±30°) and sprinkled with ``10 + |5·N(0, 1)|``
 white spots, then renormalised by their maximum. This module supplies the data side:
 
 * :func:`load_mnist` reads the standard IDX files (``.gz`` or not) from a local folder;
@@ -449,7 +449,7 @@ def transform_mnist(
     generator: torch.Generator | int,
     max_shift: int = 6,
     max_rotation: float = 30.0,
-    n_spots: tuple[float, float] | None = (20, 5.0),
+    n_spots: tuple[float, float] | None = (10, 5.0),
     spot_value: float = 1.0,
 ) -> Tensor:
     """The E1 transform of seed 000 (``prepare_images``), batched and with working rotation.
@@ -468,8 +468,10 @@ def transform_mnist(
         max_shift: largest translation in pixels along each axis (0: none).
         max_rotation: largest rotation in degrees either way (0: none). Positive angles turn
             counter-clockwise, as in torchvision.
-        n_spots: ``(m, std)`` of the spot count, the book's ``add_spots(m=20, std=5)``;
-            ``None`` adds no spots. The count is capped at ``H * W``.
+        n_spots: ``(m, std)`` of the spot count. The book's ``prepare_images`` calls
+            ``add_spots(img, m=noise)`` with ``noise=10`` (listings 10.1 and 10.5), so
+            ``(10, 5)``, not ``add_spots``'s own default ``m=20``; ``None`` adds no spots.
+            The count is capped at ``H * W``.
         spot_value: value added at each spot before clipping (the book: 1, a white pixel).
 
     Returns:
@@ -532,7 +534,7 @@ class MNISTTransform:
 
     max_shift: int = 6
     max_rotation: float = 30.0
-    n_spots: tuple[float, float] | None = (20, 5.0)
+    n_spots: tuple[float, float] | None = (10, 5.0)
     spot_value: float = 1.0
 
     def __call__(self, images: Any, generator: torch.Generator | int) -> Tensor:

@@ -26,7 +26,13 @@ _CV2_DTYPES = frozenset(
 )
 _CV2_MAX_CHANNELS = 512
 
-__all__ = ["OcclusionObservation", "PatchObservation", "patchify", "unpatchify"]
+__all__ = [
+    "OcclusionObservation",
+    "OpenCVGrayscaleObservation",
+    "PatchObservation",
+    "patchify",
+    "unpatchify",
+]
 
 
 def patchify(image: np.ndarray, patch_size: int, stride: int | None = None) -> np.ndarray:
@@ -49,6 +55,51 @@ def unpatchify(patches: np.ndarray, grid_shape: tuple[int, int]) -> np.ndarray:
     nh, nw = grid_shape
     _, p, _, c = patches.shape
     return patches.reshape(nh, nw, p, p, c).swapaxes(1, 2).reshape(nh * p, nw * p, c)
+
+
+class OpenCVGrayscaleObservation(
+    gym.ObservationWrapper[np.ndarray, Any, np.ndarray], gym.utils.RecordConstructorArgs
+):
+    """Convert an RGB ``(H, W, 3)`` uint8 screen to grey ``(H, W)`` with OpenCV's weights.
+
+    ``Y = 0.299 R + 0.587 G + 0.114 B`` rounded, i.e. ``cv2.cvtColor(obs, COLOR_RGB2GRAY)``,
+    the conversion of the seed 001 authors' code (and of SB3's ``WarpFrame``). gymnasium's
+    ``GrayscaleObservation`` uses ``0.2125, 0.7154, 0.0721`` and ALE's grey screen its own
+    palette luminance; both give other grey levels for the same frame.
+
+    Args:
+        env: Env with a ``(H, W, 3)`` uint8 Box observation (RGB).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> env = OpenCVGrayscaleObservation(gym.make("CarRacing-v3"))
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape, obs.dtype
+        ((96, 96), dtype('uint8'))
+        >>> OpenCVGrayscaleObservation.convert(np.array([[[102, 204, 102]]], np.uint8))
+        array([[162]], dtype=uint8)
+        >>> env.close()
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.ObservationWrapper.__init__(self, env)
+        name = type(self).__name__
+        space = require_box(env.observation_space, name, ndim=(3,))
+        if space.shape[2] != 3 or space.dtype != np.uint8:
+            raise ValueError(
+                f"{name} needs an RGB (H, W, 3) uint8 observation, got shape {space.shape} "
+                f"and dtype {space.dtype}"
+            )
+        self.observation_space = spaces.Box(0, 255, space.shape[:2], dtype=np.uint8)
+
+    @staticmethod
+    def convert(rgb: np.ndarray) -> np.ndarray:
+        """``(H, W, 3)`` uint8 RGB -> ``(H, W)`` uint8 grey, OpenCV's rounding."""
+        return cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2GRAY)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return self.convert(observation)
 
 
 class PatchObservation(
@@ -215,6 +266,22 @@ class PatchObservation(
         return np.moveaxis(image, -1, 0) if self.channels_first else image
 
 
+def _check_fill(fill: Any, dtype: np.dtype) -> Any:
+    """``fill`` if the observation dtype holds it exactly (no wrap-around, no truncation)."""
+    if isinstance(fill, bool) or not isinstance(fill, (int, float, np.number)):
+        raise ValueError(f"fill must be a number or None, got {fill!r}")
+    if not np.isfinite(fill):
+        raise ValueError(f"fill must be finite, got {fill!r}")
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        if float(fill) != int(fill) or not info.min <= int(fill) <= info.max:
+            raise ValueError(
+                f"fill={fill!r} is not a {np.dtype(dtype).name} value "
+                f"(integers {info.min}..{info.max})"
+            )
+    return fill
+
+
 class OcclusionObservation(
     SeededWrapperMixin,
     gym.ObservationWrapper[np.ndarray, Any, np.ndarray],
@@ -268,7 +335,7 @@ class OcclusionObservation(
         if fill is None:
             self.observation_space = token_space(space, self.n_kept)
         else:
-            fill_arr = np.asarray(fill, dtype=space.dtype)
+            fill_arr = np.asarray(_check_fill(fill, space.dtype), dtype=space.dtype)
             self.observation_space = spaces.Box(
                 low=np.minimum(space.low, fill_arr),
                 high=np.maximum(space.high, fill_arr),

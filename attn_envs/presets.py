@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, GrayscaleObservation
+from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, ResizeObservation
 
-from attn_envs.patches import OcclusionObservation, PatchObservation
+from attn_envs.patches import OcclusionObservation, OpenCVGrayscaleObservation, PatchObservation
 from attn_envs.shuffle import DuplicateObservation, NoiseChannelsObservation, ShuffleObservation
 
 __all__ = [
@@ -77,7 +77,9 @@ def make_puzzle_pong(
     """Puzzle Pong (E5): 84x84 grey, 4 frames, 6x6 patches, score blanked, shuffled.
 
     Sticky actions are off by default (``repeat_action_probability=0``), matching the
-    ``NoFrameskip-v4`` games the article's PPO teacher was trained on.
+    ``NoFrameskip-v4`` games the article's PPO teacher was trained on. Frames are made as
+    the authors' (baselines) ``WarpFrame``: max of the last two RGB frames of each skip, grey
+    with OpenCV's weights, then ``INTER_AREA`` resize to 84x84.
 
     Example:
         >>> import gymnasium as gym
@@ -93,7 +95,12 @@ def make_puzzle_pong(
     gym.register_envs(ale_py)
     ale_kwargs.setdefault("repeat_action_probability", 0.0)
     env: gym.Env = gym.make(f"ALE/{game}-v5", frameskip=1, **ale_kwargs)
-    env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=84)
+    height, width, _ = env.observation_space.shape
+    # RGB at full size (the resize to the same size is a copy), grey, then 84x84
+    env = AtariPreprocessing(
+        env, noop_max=noop_max, frame_skip=4, screen_size=(width, height), grayscale_obs=False
+    )
+    env = ResizeObservation(OpenCVGrayscaleObservation(env), (84, 84))
     return _shuffled_patches(
         env, frame_stack, occlusion, occlusion_mode, shuffle, reshuffle_every,
         patch_size=patch_size, blank_top=blank_top, flatten=flatten,
@@ -110,11 +117,14 @@ def make_puzzle_car_racing(
     flatten: bool = True,
     frame_stack: int = 4,
     blank_bottom: int = CAR_RACING_BAR_ROWS,
+    screen: str = "gymnasium",
     **car_racing_kwargs: Any,
 ) -> gym.Env:
     """Shuffled-screen CarRacing (E6): grey 96x96 4-frame stack, bar blanked, 6x6 patches.
 
     ``background`` names a shipped image (or a path) that replaces the grass first.
+    ``screen="classic"`` draws the state as gym <= 0.21 did (the screen seed 001's agents
+    were trained on; see :mod:`attn_envs.classic_car_racing`).
 
     Example:
         >>> import gymnasium as gym
@@ -125,13 +135,15 @@ def make_puzzle_car_racing(
         (256, 144)
         >>> env.close()
     """
-    env: gym.Env = gym.make("CarRacing-v3", **car_racing_kwargs)
+    from attn_envs.classic_car_racing import make_car_racing
+
+    env: gym.Env = make_car_racing(screen, **car_racing_kwargs)
     if background is not None:
         from attn_envs.background import BackgroundObservation
 
         env = BackgroundObservation(env, background)
     return _shuffled_patches(
-        GrayscaleObservation(env), frame_stack, occlusion, occlusion_mode, shuffle,
+        OpenCVGrayscaleObservation(env), frame_stack, occlusion, occlusion_mode, shuffle,
         reshuffle_every, patch_size=patch_size, blank_bottom=blank_bottom, flatten=flatten,
     )  # fmt: skip
 

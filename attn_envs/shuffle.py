@@ -115,11 +115,18 @@ class DuplicateObservation(
         ((8,), True)
     """
 
+    MAX_SIZE = 2**24  # elements of the duplicated observation
+
     def __init__(self, env: gym.Env, copies: int = 2) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, copies=copies)
         gym.ObservationWrapper.__init__(self, env)
         space = require_box(env.observation_space, "DuplicateObservation", ndim=(1,))
         self.copies = require_int(copies, "copies")
+        if self.copies * space.shape[0] > self.MAX_SIZE:  # np.tile would exhaust memory
+            raise ValueError(
+                f"copies={copies} of a {space.shape[0]}-element observation exceeds "
+                f"{self.MAX_SIZE:,} elements"
+            )
         self.observation_space = spaces.Box(
             low=np.tile(space.low, self.copies),
             high=np.tile(space.high, self.copies),

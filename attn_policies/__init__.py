@@ -7,7 +7,13 @@ policies are also listed by short name in :mod:`attn_policies.extractors`.
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+
+try:
+    __version__ = version("attn-zoo")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 _MODULES = {
     "attn_policies.attention": [

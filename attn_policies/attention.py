@@ -24,6 +24,21 @@ Compatibility = Literal["dot", "additive"]
 QKVNorm = Literal["tokens", "features"] | None
 
 
+def require_sizes(**sizes: object) -> None:
+    """Raise ``ValueError`` unless every size is a positive integer (``n_heads=0`` and
+    negative widths would otherwise build empty layers that fail far from the cause).
+
+    Example:
+        >>> require_sizes(n_heads=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: n_heads must be a positive integer, got 0
+    """
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
 class AttentionCapture:
     """Mixin for ``nn.Module``s that compute attention weights.
 
@@ -157,6 +172,7 @@ class MultiHeadSelfAttention(AttentionCapture, nn.Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
+        require_sizes(in_features=in_features, n_heads=n_heads, head_dim=head_dim)
         if compatibility not in ("dot", "additive"):
             raise ValueError(f"compatibility must be 'dot' or 'additive', got {compatibility!r}")
         if qkv_norm not in ("tokens", "features", None):

@@ -17,9 +17,12 @@ model ``V(S) = Σ_f φ(f) v(f, S)`` into self-attention over feature tokens (the
   thesis's order, multi-head self-attention (4 heads, ``d_k = d_v = 32``), a per-token linear
   up-scaling ``Linear(4·32 → d)`` and batch-norm over the ``d`` channels, followed by ReLU
   (the thesis names no activation; SB3 puts one after every layer).
-* **g-AWRL** (``variant="g"``): full softmax attention; the flattened tokens go through a
-  final fully connected layer (``fc_dim``, default 256, + ReLU; the thesis gives no width)
-  that feeds policy and value.
+* **g-AWRL** (``variant="g"``): full softmax attention; the flattened tokens feed policy and
+  value. §5.3 speaks of "a final, fully connected layer that feeds into policy- and
+  value-outputs", but table 7.2 counts 131,712 inference parameters for the attention models
+  and a policy head of 6,150 = 6 · (8 · 128) + 6 at Pong L: the heads read the flattened
+  ``L · 128`` tokens directly, so that FC is the policy/value layer itself. ``fc_dim`` adds
+  an extra FC (off by default).
 * **d-AWRL** (``variant="d"``): attention masked to the diagonal, so no token ever reads
   another (eq. 4.9: ``V = Σ_i ⟨q_i, k_i⟩ W^i e(S_i)``). A plain softmax over a diagonal-only
   mask would make every weight 1, and the thesis says "one must not apply a softmax ... but
@@ -61,10 +64,22 @@ layers, at most 20, for the receptive field ``1 + n·6`` to cover all ``L`` feat
 and :class:`DAWRLPolicy`'s heads on Pong (``L = 8``, latent ``8·128 = 1024``) have 6,150 and
 1,025: the row matches the ``d``-variant stack with bias-free projections and a batch-norm
 without affine weights (``batch_norm_affine=True`` adds 512). g-AWRL adds its final FC on top.
-The baselines' widths are not in the thesis and their rows (CNN 125,184; FC 146,080 with a
-32-unit last layer) fit no layout we could derive uniquely; the defaults come close on Pong
-``L = 8``: the base CNN's two layers (52 filters per kernel) have 125,112, the FC baseline
-(embedding 32, layers 512 and 32) 148,160.
+g-AWRL has the same count as d-AWRL (the diagonal mask has no parameters); all ``attend_on``
+modes too. The baselines' widths are not in the thesis ("enough filters to match the
+attention models' number of parameters") and their rows (CNN 125,184 with heads 19,974 /
+3,329, i.e. a 3,328-wide latent; FC 146,080 with a 32-unit latent) fit no layout we could
+derive uniquely; the defaults match the inference counts on Pong ``L = 8`` within 2%: the
+base CNN's two layers (52 filters per kernel, no final FC) have 125,112 (latent
+``3 · 52 · L = 1,248``, heads 7,494 / 1,249), the FC baseline (embedding 32, layers 512 and
+32) 148,160 (heads 198 / 33).
+
+**Growth at 2L / 4L** (defaults, Pong ``L`` = 8 / 16 / 32, 6 actions). Attention: the
+inference stack is 131,712 at every ``L`` (tokens share all weights); only the heads grow,
+``(A + 1)(128 L + 1)``: 6,150 + 1,025 / 12,294 + 2,049 / 24,582 + 4,097. CNN: 125,112 at
+every ``L``, heads ``(A + 1)(156 L + 1)``. a-CNN: the same 52 filters per kernel and no FC,
+with ``max(2, ⌈(L - 1) / 6⌉)`` layers (2 / 3 / 6 at Pong, 7 / 14 / 20 at Asteroids), each
+layer after the second adding 121,836 (Pong: 125,112 / 246,948 / 612,456). FC: the first
+layer reads ``32 L`` inputs, so it grows linearly (148,160 / 279,232 / 541,376).
 
 Observations are raw RAM bytes (0..255); the thesis normalises observations, so wrap the env
 in ``VecNormalize`` for training.
@@ -268,8 +283,8 @@ class AWRLExtractor(BaseFeaturesExtractor):
         n_blocks: attention modules.
         diagonal: d-AWRL normalisation, ``"dot"`` (default) or ``"softmax"``; g-AWRL takes
             none.
-        fc_dim: width of g-AWRL's final FC (``"auto"``: 256; ``None``: no FC, the flattened
-            tokens). d-AWRL has no final FC (``"auto"`` or ``None``).
+        fc_dim: width of an extra FC after the attention modules (g-AWRL only; ``None``, the
+            default, and ``"auto"``: none, the flattened tokens, as table 7.2 counts).
         activation_fn: activation after each module and the FC.
         batch_norm_affine: learnable batch-norm scale and shift (off for table 7.2's count).
 
@@ -286,8 +301,9 @@ class AWRLExtractor(BaseFeaturesExtractor):
         torch.Size([2, 1024])
         >>> sum(p.numel() for p in ext.parameters())  # thesis table 7.2
         131712
-        >>> AWRLExtractor(space, variant="g", attend_on="address").features_dim
-        256
+        >>> g = AWRLExtractor(space, variant="g", attend_on="address")
+        >>> g.features_dim, sum(p.numel() for p in g.parameters())
+        (1024, 131712)
     """
 
     def __init__(
@@ -300,7 +316,7 @@ class AWRLExtractor(BaseFeaturesExtractor):
         head_dim: int = 32,
         n_blocks: int = 2,
         diagonal: Diagonal | None = None,
-        fc_dim: int | Literal["auto"] | None = "auto",
+        fc_dim: int | Literal["auto"] | None = None,
         activation_fn: type[nn.Module] = nn.ReLU,
         batch_norm_affine: bool = False,
     ) -> None:
@@ -314,7 +330,7 @@ class AWRLExtractor(BaseFeaturesExtractor):
         if variant == "d" and fc_dim not in ("auto", None):
             raise ValueError(f"d-AWRL has no final FC layer; got fc_dim={fc_dim!r}")
         if fc_dim == "auto":
-            fc_dim = 256 if variant == "g" else None
+            fc_dim = None
         if fc_dim is not None and (not isinstance(fc_dim, int) or fc_dim < 1):
             raise ValueError(f"fc_dim must be a positive int, 'auto' or None, got {fc_dim!r}")
         super().__init__(observation_space, features_dim=1)
@@ -443,8 +459,9 @@ class FeatureCNNExtractor(BaseFeaturesExtractor):
     ``max(2, layers_to_span(L))`` layers, so that one output position sees all ``L`` features
     (receptive field ``1 + 6 n``), at most ``max_layers = 20`` (thesis: "up to 20"; for
     ``L > 121``, e.g. Asteroids 4L = 164, the cap leaves the field at 121). ``n_layers``
-    overrides both. The flattened maps go through a final FC (``fc_dim``, + ReLU; ``None``
-    skips it), as for g-AWRL.
+    overrides both. The flattened maps feed policy and value directly, as for g-AWRL (table
+    7.2); ``fc_dim`` adds a final FC (+ ReLU). The a-CNN keeps the base CNN's width, so it
+    grows by one layer's parameters per extra layer (see the module docstring).
 
     Args:
         observation_space: Box of shape ``(stack, L)``.
@@ -453,7 +470,7 @@ class FeatureCNNExtractor(BaseFeaturesExtractor):
         kernel_sizes: odd kernel sizes of the parallel branches.
         n_layers: explicit number of layers (overrides ``deep``).
         max_layers: cap on the a-CNN's depth.
-        fc_dim: width of the final FC, ``None`` for the flattened maps.
+        fc_dim: width of an extra final FC; ``None`` (default): the flattened maps.
         activation_fn: activation after every layer.
 
     Example:
@@ -461,8 +478,8 @@ class FeatureCNNExtractor(BaseFeaturesExtractor):
         >>> space = spaces.Box(0, 255, (4, 41))
         >>> deep = FeatureCNNExtractor(space, deep=True, channels=8)
         >>> deep.n_layers, deep.receptive_field, deep(torch.rand(2, 4, 41)).shape
-        (7, 43, torch.Size([2, 256]))
-        >>> base = FeatureCNNExtractor(spaces.Box(0, 255, (4, 8)), fc_dim=None)
+        (7, 43, torch.Size([2, 984]))
+        >>> base = FeatureCNNExtractor(spaces.Box(0, 255, (4, 8)))
         >>> sum(p.numel() for p in base.parameters())  # table 7.2: 125,184
         125112
     """
@@ -475,7 +492,7 @@ class FeatureCNNExtractor(BaseFeaturesExtractor):
         kernel_sizes: Sequence[int] = (3, 5, 7),
         n_layers: int | None = None,
         max_layers: int = 20,
-        fc_dim: int | None = 256,
+        fc_dim: int | None = None,
         activation_fn: type[nn.Module] = nn.ReLU,
     ) -> None:
         stack, n_features = feature_shape(observation_space, type(self).__name__)

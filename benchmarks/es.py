@@ -31,11 +31,20 @@ interleaved round by round so drift in machine speed hits every side alike.
 CMA-ES's own cost is pycma's ask + tell for ``--cma-generations`` generations at the same
 dimension and population (full covariance, and ``CMA_diagonal``), against a synthetic
 fitness, reported as seconds and as a share of the batched generation time.
+
+The batched evaluator runs :meth:`AttentionNeuronPolicy.population_step` on the copies still
+alive; ``batched (vmap), 1 thread`` is the generic ``vmap`` path on every copy, for
+comparison. How far the batched step is from the machine: the policy's FLOPs per live step
+(:func:`policy_flops`) times live steps per second, against the FLOP/s of a large float32
+matmul measured here (1 and 2 threads). A ``late generation`` row times both paths on a
+trained population (``--late-model`` + 0.02 noise), where most episodes run all 1000 steps,
+so its live-step rate is the one a long training run sees.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -226,6 +235,92 @@ def time_cma(
     }
 
 
+def policy_flops(n_inputs: int = 5, hidden: int = 8, queries: int = 16, actions: int = 1) -> dict:
+    """FLOPs of one live step of ``AttentionNeuronPolicy.cartpole`` in ``population_step``.
+
+    A multiply-add counts 2, any other arithmetic or activation 1. ``matmul`` is the part in
+    batched matmuls (gates ``h W_hh``, scores); ``total`` adds the elementwise work.
+    """
+    n, h, m, a = n_inputs, hidden, queries, actions
+    matmul = 2 * n * 4 * h * h + 2 * m * h * n + 2 * m * n + 2 * m * a  # gates, scores, A o, head
+    elementwise = (
+        2 * 4 * h * a  # a_{t-1} W_a + b
+        + 3 * n * 4 * h  # + bias, + o_i w_o
+        + n * 4 * h  # sigmoid (3 gates) + tanh (g)
+        + 5 * n * h  # c = f c + i g; h = o tanh(c)
+        + 2 * m * n  # score bias, tanh
+        + 2 * m
+        + 2 * a  # tanh(m), head bias + tanh
+    )
+    return {"matmul": matmul, "total": matmul + elementwise}
+
+
+def matmul_flops(threads: int, size: int = 1024, seconds: float = 1.0) -> float:
+    """Measured float32 FLOP/s of ``size x size`` matmuls with ``threads`` torch threads."""
+    torch.set_num_threads(threads)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    torch.mm(a, b)
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        torch.mm(a, b)
+        calls += 1
+    return 2 * size**3 * calls / (time.perf_counter() - start)
+
+
+def machine_limit(rows: dict[str, dict[str, Any]], late: dict[str, Any] | None) -> dict[str, Any]:
+    """Achieved policy FLOP/s of the batched rows against measured matmul FLOP/s."""
+    flops = policy_flops()
+    peak = {1: matmul_flops(1), 2: matmul_flops(2)}
+    out: dict[str, Any] = {
+        "policy_flops_per_live_step": flops,
+        "matmul_flops_per_s": {f"{k} thread{'s' if k > 1 else ''}": v for k, v in peak.items()},
+        "note": (
+            "achieved = policy FLOPs per live step x live steps/s (env and Python overhead "
+            "included in the time); share = achieved / matmul FLOP/s with the same threads"
+        ),
+    }
+    cases = {name: row for name, row in rows.items() if name.startswith("batched")}
+    if late:
+        cases |= {f"late generation, {name}": row for name, row in late["cases"].items()}
+    for name, row in cases.items():
+        achieved = flops["total"] * row["live_env_steps_per_s"]
+        threads = row.get("torch_threads", 1)
+        out[name] = {
+            "achieved_flops_per_s": achieved,
+            "share_of_matmul_flops": achieved / peak[min(threads, 2)],
+        }
+    return out
+
+
+def time_late_generation(args: argparse.Namespace, spec: RolloutSpec) -> dict[str, Any] | None:
+    """Both batched paths (1 thread) on a trained population: most episodes run to the end."""
+    if args.late_model is None or not args.late_model.exists():
+        return None
+    policy = POLICY()
+    policy.load_state_dict(torch.load(args.late_model, map_location="cpu", weights_only=True))
+    x = policy.get_flat_parameters().numpy()
+    noise = np.random.default_rng(args.seed).standard_normal((args.population, x.size))
+    solutions = (x + 0.02 * noise).astype(np.float32)
+    seeds = np.random.default_rng(args.seed + 1).integers(0, 2**31 - 1, args.repeats).tolist()
+    torch.set_num_threads(1)
+    cases = {}
+    for name, fast in (("batched, 1 thread", True), ("batched (vmap), 1 thread", False)):
+        evaluator = BatchedEvaluator(dataclasses.replace(spec, population_path=fast))
+        evaluator.evaluate(solutions[:2], seeds[:2])  # warm-up
+        start = time.perf_counter()
+        evaluator.evaluate(solutions, seeds)
+        seconds = time.perf_counter() - start
+        live = int(evaluator.last_lengths.sum())
+        cases[name] = {
+            "seconds_per_generation": seconds,
+            "live_env_steps": live,
+            "live_env_steps_per_s": live / seconds,
+            "torch_threads": 1,
+        }
+        print(f"late generation: {name:26s} {seconds:8.3f} s", flush=True)
+    return {"model": str(args.late_model), "noise": 0.02, "cases": cases}
+
+
 def plot(rates: dict[str, float], title: str, path: Path) -> None:
     labels = list(rates)
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(labels) + 1.2))
@@ -263,7 +358,18 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--evojax-python", type=Path, default=VENV / "bin" / "python")
     parser.add_argument("--no-evojax", action="store_true")
     parser.add_argument("--setup-evojax", action="store_true", help="create the venv and exit")
+    parser.add_argument(
+        "--ab",
+        action="store_true",
+        help="only time the population and vmap paths (1 thread, interleaved), print, exit",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--late-model",
+        type=Path,
+        default=HERE.parent / "results" / "cartpole_pi" / "pi" / "best_model.pt",
+        help="trained state dict for the late-generation row (skipped if missing)",
+    )
     args = parser.parse_args()
     positive = ("population", "repeats", "steps", "rounds", "workers", "loop_individuals")
     for name in (*positive, "loop_repeats", "cma_generations"):
@@ -298,14 +404,39 @@ def start_pool(spec: RolloutSpec, workers: int, solutions: np.ndarray, seeds: li
     return case
 
 
+def ab_paths(args: argparse.Namespace, spec: RolloutSpec) -> None:
+    """``--ab``: the population step against ``vmap`` on this generation, 1 thread each."""
+    torch.set_num_threads(1)
+    paths = {f: BatchedEvaluator(dataclasses.replace(spec, population_path=f)) for f in (1, 0)}
+    solutions = first_generation(paths[1].num_parameters, args.population, args.sigma0, args.seed)
+    seeds = np.random.default_rng(args.seed).integers(0, 2**31 - 1, args.repeats).tolist()
+    nominal = args.population * args.repeats * args.steps
+    for evaluator in paths.values():
+        evaluator.evaluate(solutions[:2], seeds[:2])
+    for r in range(args.rounds):
+        for fast, evaluator in paths.items():
+            start = time.perf_counter()
+            evaluator.evaluate(solutions, seeds)
+            seconds = time.perf_counter() - start
+            name = "population step" if fast else "vmap"
+            print(
+                f"round {r} {name:16s} {seconds:7.2f} s  {nominal / seconds / 1e6:5.2f}M nominal "
+                f"and {evaluator.last_lengths.sum() / seconds / 1e3:5.0f}k live env-steps/s "
+                f"(load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+
+
 def time_evaluators(
     args: argparse.Namespace, spec: RolloutSpec
 ) -> tuple[dict[str, dict[str, Any]], np.ndarray, list[int], np.ndarray]:
     """Batched (2 and 1 threads), pool and loop rows; also solutions, seeds, batched returns."""
     nominal = args.population * args.repeats * args.steps
+    vmap_spec = dataclasses.replace(spec, population_path=False)
     cases = [
         Case("batched, 2 threads", BatchedEvaluator(spec), threads=2),
         Case("batched, 1 thread", BatchedEvaluator(spec), threads=1),
+        Case("batched (vmap), 1 thread", BatchedEvaluator(vmap_spec), threads=1),
     ]
     dim = cases[0].evaluator.num_parameters
     solutions = first_generation(dim, args.population, args.sigma0, args.seed)
@@ -322,8 +453,12 @@ def time_evaluators(
         cases[-1].evaluator.close()
     rows = {case.name: case.summary(nominal) for case in cases}
     batched = cases[0].returns
-    assert batched is not None and cases[-1].returns is not None
+    assert batched is not None and cases[-1].returns is not None and cases[2].returns is not None
     rows[POOL]["max_abs_return_diff_vs_batched"] = float(np.abs(cases[-1].returns - batched).max())
+    # vmap and the population step round differently; over 1000 chaotic steps returns drift
+    rows["batched (vmap), 1 thread"]["max_abs_return_diff_vs_batched"] = float(
+        np.abs(cases[2].returns - batched).max()
+    )
 
     loop = time_loop(solutions, seeds, args.steps, args.loop_individuals, args.loop_repeats)
     same = batched[: args.loop_individuals, : args.loop_repeats]
@@ -362,6 +497,7 @@ def compare(
         "batched_over_evojax": ratio(rate(two), evojax_rate),
         "batched_1_thread_over_loop": ratio(rate(one), rate(LOOP)),
         "batched_1_thread_over_evojax": ratio(rate(one), evojax_rate),
+        "batched_1_thread_over_vmap_1_thread": ratio(rate(one), rate("batched (vmap), 1 thread")),
         "pool_over_loop": ratio(rate(POOL), rate(LOOP)),
         "batched_over_pool": ratio(rate(two), rate(POOL)),
     }
@@ -370,6 +506,9 @@ def compare(
         "batched >= 50x loop": speedups["batched_over_loop"] >= 50,
         "batched >= 50x loop (live steps)": speedups["batched_over_loop_live"] >= 50,
         "batched >= 2x EvoJAX": None if over_evojax is None else over_evojax >= 2,
+        "batched 1 thread >= 2x EvoJAX": (
+            None if evojax_rate is None else speedups["batched_1_thread_over_evojax"] >= 2
+        ),
         "CMA ask+tell < 10% of generation (full covariance, max)": (
             cma["full covariance"]["max_share_of_batched_generation"] < 0.1
         ),
@@ -384,6 +523,9 @@ def main() -> None:
     args = parse_args()
     if args.setup_evojax:
         print(f"EvoJAX venv ready: {setup_evojax()}")
+        return
+    if args.ab:
+        ab_paths(args, make_spec(args.steps))
         return
     load_start = os.getloadavg()
     if load_start[0] > 0.5:
@@ -408,6 +550,14 @@ def main() -> None:
         row["mean_share_of_batched_generation"] = row["mean_seconds"] / batched_s
         row["max_share_of_batched_generation"] = row["max_seconds"] / batched_s
     speedups, goals = compare(rows, evojax, cma)
+    late = time_late_generation(args, spec)
+    limit = machine_limit(rows, late)
+    ask_tell = cma["full covariance"]["mean_seconds"]
+    share = {
+        name: ask_tell / (ask_tell + row["seconds_per_generation"])
+        for name, row in {**rows, **(late or {}).get("cases", {})}.items()
+        if name.startswith("batched")
+    }
 
     fitness = returns.mean(axis=1)
     results = {
@@ -444,6 +594,12 @@ def main() -> None:
         "speedups": speedups,
         "goals": goals,
         "cma_ask_tell": cma,
+        "late_generation": late,
+        "machine_limit": limit,
+        "ask_tell_share_of_generation": {
+            "note": "full-covariance ask+tell / (ask+tell + evaluation), per batched row",
+            **share,
+        },
     }
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "es.json"
@@ -466,6 +622,22 @@ def main() -> None:
     for name, row in cma.items():
         mean, top = row["mean_seconds"], row["max_seconds"]
         print(f"CMA {name:20s} ask+tell mean {mean:.3f} s, max {top:.3f} s per generation")
+    for name, row in limit.items():
+        if isinstance(row, dict) and "achieved_flops_per_s" in row:
+            print(
+                f"{name:40s} {row['achieved_flops_per_s'] / 1e9:6.2f} GFLOP/s = "
+                f"{100 * row['share_of_matmul_flops']:.1f}% of matmul"
+            )
+    peaks = ", ".join(f"{k}: {v / 1e9:.1f}" for k, v in limit["matmul_flops_per_s"].items())
+    print(
+        f"policy {limit['policy_flops_per_live_step']['total']} FLOPs/live step; matmul GFLOP/s "
+        f"{peaks}"
+    )
+    if late:
+        for name, row in late["cases"].items():
+            print(f"late generation {name:24s} {row['live_env_steps_per_s']:12,.0f} live steps/s")
+    for name, value in share.items():
+        print(f"ask+tell share of a generation, {name:28s} {100 * value:.1f}%")
     print(f"wrote {path}")
 
 

@@ -207,6 +207,32 @@ def test_permutation_fixed_per_seed() -> None:
     other.close()
 
 
+def test_order_seed_fixes_one_order_for_the_env_lifetime() -> None:
+    # E7: the thesis shuffles once per run; reset seeds (seed + i per SB3 actor) must not move it
+    env = make_distractor_env("Pong", n_distractors=0, order_seed=5)
+    before_reset = env.feature_permutation.copy()
+    for seed in (0, 1, None):
+        _, info = env.reset(seed=seed)
+        np.testing.assert_array_equal(info["feature_permutation"], before_reset)
+        env.step(0)
+        np.testing.assert_array_equal(env.feature_permutation, before_reset)
+    assert not np.array_equal(before_reset, np.arange(8)), "order_seed left the order unshuffled"
+    # the observation follows the order: column i holds feature_names[i]
+    obs, _ = env.reset(seed=3)
+    names, idx = feature_indices("Pong")
+    ram = env.unwrapped.ale.getRAM()
+    expected = [ram[idx[names.index(n.split("/")[1])]] for n in env.feature_names]
+    np.testing.assert_array_equal(obs[-1], expected)
+    same = make_distractor_env("Pong", n_distractors=0, order_seed=5)
+    other = make_distractor_env("Pong", n_distractors=0, order_seed=6)
+    np.testing.assert_array_equal(same.feature_permutation, before_reset)
+    assert not np.array_equal(other.feature_permutation, before_reset)
+    with pytest.raises(ValueError, match="order_seed must be a non-negative integer, got -1"):
+        DistractorFeatureObservation(env.env, n_distractors=0, order_seed=-1)
+    for e in (env, same, other):
+        e.close()
+
+
 _SHARED: dict[str, DistractorFeatureObservation] = {}
 
 

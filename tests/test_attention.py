@@ -161,3 +161,19 @@ def test_append_coordinates_matches_the_book() -> None:
     ys = torch.arange(4.0).repeat(5, 1).T / 4
     torch.testing.assert_close(out[0, 3], xs)
     torch.testing.assert_close(out[1, 4], ys)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_heads": 0}, "n_heads must be a positive integer, got 0"),
+        ({"head_dim": -4}, "head_dim must be a positive integer, got -4"),
+        ({"in_features": 0}, "in_features must be a positive integer"),
+        ({"n_heads": 2.0}, "n_heads must be a positive integer"),
+    ],
+)
+def test_non_positive_sizes_are_refused_at_construction(kwargs: dict, message: str) -> None:
+    from attn_policies.attention import MultiHeadSelfAttention
+
+    with pytest.raises(ValueError, match=message):
+        MultiHeadSelfAttention(**{"in_features": 8, **kwargs})

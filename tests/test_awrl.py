@@ -64,7 +64,7 @@ def awrl(n_features: int, seed: int = 0, **kwargs: Any) -> AWRLExtractor:
 
 EXTRACTORS: dict[str, tuple[type[BaseFeaturesExtractor], dict[str, Any]]] = {
     "g-both": (AWRLExtractor, {"variant": "g"}),
-    "g-content": (AWRLExtractor, {"variant": "g", "attend_on": "content"}),
+    "g-content": (AWRLExtractor, {"variant": "g", "attend_on": "content", "fc_dim": 256}),
     "g-address": (AWRLExtractor, {"variant": "g", "attend_on": "address", "fc_dim": None}),
     "d-dot": (AWRLExtractor, {"variant": "d"}),
     "d-softmax-address": (
@@ -74,15 +74,20 @@ EXTRACTORS: dict[str, tuple[type[BaseFeaturesExtractor], dict[str, Any]]] = {
     "fc": (FeatureFCExtractor, {}),
     "cnn": (FeatureCNNExtractor, {}),
     "a-cnn": (FeatureCNNExtractor, {"deep": True, "channels": 8}),
+    "cnn-fc": (FeatureCNNExtractor, {"fc_dim": 256}),
 }
 
 
 def expected_features_dim(name: str, n_features: int) -> int:
     if name == "fc":
         return 32
-    if name in ("g-address", "d-dot", "d-softmax-address"):
-        return n_features * 128
-    return 256
+    if name in ("g-content", "cnn-fc"):
+        return 256
+    if name == "cnn":
+        return n_features * 3 * 52
+    if name == "a-cnn":
+        return n_features * 3 * 8
+    return n_features * 128
 
 
 @pytest.mark.parametrize("n_features", E7_LENGTHS)
@@ -215,13 +220,44 @@ def test_dawrl_heads_have_table_7_2_count_on_pong() -> None:
 def test_baseline_counts_follow_their_layers() -> None:
     # Not table 7.2's numbers (the thesis gives no widths; see module docstring): the counts
     # of the layers the thesis describes, so an architecture change shows up here.
-    cnn = FeatureCNNExtractor(feature_space(8), fc_dim=None)
+    cnn = FeatureCNNExtractor(feature_space(8))
     first = sum(k * 4 * 52 + 52 for k in (3, 5, 7))
     second = sum(k * 156 * 52 + 52 for k in (3, 5, 7))
     assert n_params(cnn) == first + second == 125_112
     fc = FeatureFCExtractor(feature_space(8))
     assert n_params(fc) == (4 * 32 + 32) + (8 * 32 * 512 + 512) + (512 * 32 + 32) == 148_160
     assert n_params(FeatureFCExtractor(feature_space(16))) - n_params(fc) == 8 * 32 * 512
+
+
+# Table 7.2 (Pong L, 6 actions): inference / policy / value. The baselines' heads are not
+# matched (their 3,328-wide CNN latent fits no layout of the described layers).
+TABLE_7_2 = {"attention": (131_712, 6_150, 1_025), "cnn": (125_184, None, None),
+             "fc": (146_080, 198, None)}  # fmt: skip
+KIND = {"g_awrl": "attention", "d_awrl": "attention", "content": "attention",
+        "address": "attention", "cnn": "cnn", "acnn": "cnn", "fc": "fc"}  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore:You have specified a mini-batch size")  # 1-env probe
+def test_zoo_atariari_models_have_table_7_2_sizes_on_pong_l() -> None:
+    from zoo.config import load_runs
+    from zoo.factory import make_model, make_vec_env
+
+    runs = load_runs("atariari", overrides={"game": "Pong", "condition": "L"})
+    assert sorted(r.tag.split("-")[-1] for r in runs) == sorted(KIND)
+    env = make_vec_env(runs[0], n_envs=1)
+    try:
+        for run in runs:
+            policy = make_model(run, env, probe=True).policy
+            inference, pi, vf = TABLE_7_2[KIND[run.tag.split("-")[-1]]]
+            got = n_params(policy.features_extractor), n_params(policy.action_net)
+            assert abs(got[0] - inference) <= 0.02 * inference, (run.tag, got)
+            if pi is not None:
+                assert got[1] == pi, (run.tag, got)
+            if vf is not None:
+                assert n_params(policy.value_net) == vf, run.tag
+            assert n_params(policy.mlp_extractor) == 0, run.tag  # net_arch: [] for all models
+    finally:
+        env.close()
 
 
 # --- d-AWRL: selection without mixing; value is a sum over features ------------------------------

@@ -197,6 +197,26 @@ def test_vector_without_autoreset_freezes_finished_copies() -> None:
     np.testing.assert_array_equal(venv.steps, ended_at + 1)
 
 
+def test_frozen_copies_keep_their_last_observation_and_outputs_stay_snapshots() -> None:
+    """Only live copies are stepped; an ended copy repeats its final observation."""
+    venv = CartPoleSwingUpVectorEnv(3, harder=True, max_episode_steps=5, autoreset=False)
+    starts = np.array([[2.39, 9.0, np.pi, 0.0], [0.0, 0.0, np.pi, 0.0], [0.0, 1.0, 3.0, 0.0]])
+    first, _ = venv.reset(options={"state": starts})
+    kept = first.copy()
+    obs, _, term, _, _ = venv.step(np.ones(3))
+    assert term.tolist() == [True, False, False]
+    final = obs[0].copy()
+    for _ in range(3):
+        later, rew, _, _, _ = venv.step(np.ones(3))
+        np.testing.assert_array_equal(later[0], final)
+        assert rew[0] == 0.0 and not np.array_equal(later[1], obs[1])
+    np.testing.assert_array_equal(first, kept)  # earlier outputs were not written into
+    venv.reset(options={"reset_mask": np.array([True, False, False]), "state": starts})
+    single = CartPoleSwingUpEnv(harder=True, max_episode_steps=5)
+    single.reset(options={"state": starts[0]})
+    np.testing.assert_array_equal(venv.step(np.ones(3))[0][0], single.step(np.ones(1))[0])
+
+
 def test_reset_mask_resets_only_the_masked_copies() -> None:
     venv = CartPoleSwingUpVectorEnv(4, harder=True, max_episode_steps=2, autoreset=False)
     venv.reset(seed=0)

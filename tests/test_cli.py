@@ -113,7 +113,8 @@ def test_show_matrix_limit(capsys: pytest.CaptureFixture[str]) -> None:
         (["show", "atari_nonlocal", "--set", "variant=fcc"], ["'fcc'", "'fc'"]),
         (["train"], ["NAME"]),
         (["train", "atari_nonlocal", "--budget", "smoke", "--set", "game=Pongg"], ["Pongg"]),
-        (["evaluate", "/nonexistent/run"], ["config.yml"]),
+        (["evaluate", "/nonexistent/run"], ["/nonexistent/run does not exist"]),
+        (["evaluate", str(Path(__file__).parent / "_zoo.py")], ["not a run folder"]),
     ],
     ids=[
         "unknown-key",
@@ -125,6 +126,7 @@ def test_show_matrix_limit(capsys: pytest.CaptureFixture[str]) -> None:
         "unknown-variant",
         "train-without-name",
         "unknown-game",
+        "evaluate-does-not-exist",
         "evaluate-not-a-run",
     ],
 )
@@ -161,8 +163,9 @@ def test_usage_errors_exit_2() -> None:
 def test_train_smoke_into_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["train", "mnist", "--budget", "smoke", "--root", str(tmp_path), "--no-progress"]
     assert main(argv) == 0
-    lines = capsys.readouterr().out.splitlines()
+    plan, *lines = capsys.readouterr().out.splitlines()
     cells = zoo.load_runs("mnist", budget="smoke")
+    assert plan.startswith(f"mnist: budget smoke, {len(cells)} runs of ")
     assert len(lines) == len(cells)
     for line, cell in zip(lines, cells, strict=True):
         folder, _, headline = line.partition(": ")
@@ -179,7 +182,8 @@ def test_train_and_evaluate_print_success(
 ) -> None:
     config = write_config(tmp_path, "cartpole", CARTPOLE)
     assert main(["train", str(config), "--root", str(tmp_path), "--no-progress"]) == 0
-    line = capsys.readouterr().out.strip()
+    plan, line = capsys.readouterr().out.strip().splitlines()
+    assert plan == f"{config}: budget full, 1 run of 64 steps"
     folder = line.split(": ")[0]
     assert "deterministic success " in line and "deterministic return " in line
 
@@ -291,3 +295,127 @@ def test_sigterm_checkpoints_and_resume_finishes(tmp_path: Path) -> None:
     config.write_text(yaml.safe_dump(body))
     assert main(["train", "--resume", str(run_dir)]) == 0
     assert json.loads(status.read_text())["generation"] == state["generation"] + 1
+
+
+# --- what users hit first ---------------------------------------------------------------------
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as err:
+        main(["--version"])
+    assert err.value.code == 0
+    assert capsys.readouterr().out.strip() == f"attn-zoo {zoo.__version__}"
+    assert zoo.__version__[0].isdigit()
+
+
+def test_help_loads_no_heavy_module() -> None:
+    import sys
+
+    code = (
+        "import sys, contextlib, io, zoo.cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    zoo.cli.main(['--help'])\n"
+        "print(sorted(m for m in ('torch', 'gymnasium', 'stable_baselines3', 'numpy')"
+        " if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_unexpected_error_is_reported_with_its_log_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def broken(args: Any) -> int:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(zoo.cli, "_cmd_maps", broken)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    assert main(["maps", "runs/x"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[0] == "attn-zoo: internal error: KeyError: 'boom'"
+    assert "run folder: runs/x" in err
+    (log,) = tmp_path.glob("attn-zoo-error-*.log")
+    assert f"traceback: {log}" in err
+    assert "KeyError: 'boom'" in log.read_text() and "maps runs/x" in log.read_text()
+
+
+def test_user_errors_are_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def bad(args: Any) -> int:
+        raise zoo.ConfigError("first part\n  second part")
+
+    monkeypatch.setattr(zoo.cli, "_cmd_list", bad)
+    assert main(["list"]) == 2
+    assert capsys.readouterr().err == "attn-zoo: error: first part second part\n"
+
+
+def test_a_grid_at_the_default_budget_needs_consent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, "grid", {**CARTPOLE, "matrix": {"seed": [0, 1]}})
+    root = tmp_path / "runs"
+    assert main(["train", str(config), "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "is 2 runs of 64 steps, 128 env steps in all" in err and "--budget full" in err
+    assert not root.exists()
+    assert main(["train", str(config), "--root", str(root), "--yes", "--no-progress"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{config}: budget full, 2 runs of 64 steps, 128 env steps in all"
+    assert len(list((root / "grid").iterdir())) == 2
+
+
+def test_without_a_terminal_the_run_folder_comes_first_then_progress_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, "cartpole", CARTPOLE)
+    argv = ["train", str(config), "--root", str(tmp_path), "--progress-every", "1e-9"]
+    assert main(argv) == 0  # capsys' stdout is not a TTY
+    out = capsys.readouterr().out.splitlines()
+    (folder,) = (tmp_path / "cartpole").iterdir()
+    assert out[1] == f"training, run folder: {folder}"
+    steps = [line for line in out if line.startswith("[cartpole] ") and "steps/s" in line]
+    assert steps and "/64 steps (" in steps[0] and "ETA" in steps[0]
+    assert out[-2].startswith("[cartpole] done: 64/64 steps in ")
+    assert out[-1].startswith(f"{folder}: ")
+
+
+def test_interrupt_names_the_real_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, "cartpole", CARTPOLE)
+    real = zoo.train_all
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        return real(*args, **{**kwargs, "callbacks": [InterruptAt(40)]})
+
+    monkeypatch.setattr(zoo, "train_all", interrupted)
+    assert main(["train", str(config), "--root", str(tmp_path), "--no-progress"]) == 130
+    (folder,) = (tmp_path / "cartpole").iterdir()
+    assert f"`attn-zoo train --resume {folder}`" in capsys.readouterr().err
+
+
+def test_run_arguments_name_folders_experiments_and_latest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    experiment = tmp_path / "runs" / "doorkey"
+    old, new = experiment / "0-20250101-000000", experiment / "cell" / "1-20250102-000000"
+    for i, run in enumerate((old, new)):
+        run.mkdir(parents=True)
+        (run / "config.yml").write_text("x: {}\n")
+        os.utime(run / "config.yml", (1_000 + i, 1_000 + i))
+    assert zoo.cli.resolve_run(old) == old
+    assert capsys.readouterr().err == ""
+    assert zoo.cli.resolve_run(experiment) == new
+    assert f"the latest run in {experiment} (of 2): {new}" in capsys.readouterr().err
+    assert zoo.cli.resolve_run(f"{experiment}/latest") == new
+    assert zoo.cli.resolve_run(f"{new.parent}/latest") == new
+    with pytest.raises(zoo.ConfigError, match="does not exist"):
+        zoo.cli.resolve_run(experiment / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(zoo.ConfigError, match="holds none"):
+        zoo.cli.resolve_run(tmp_path / "empty")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 from pathlib import Path
@@ -10,7 +11,13 @@ from unittest.mock import ANY
 import numpy as np
 import pytest
 
-from attn_policies.algorithms.cmaes import CMAES, CMAESConfig, CMAESTrainer, safe_unpickle
+from attn_policies.algorithms.cmaes import (
+    CMAES,
+    CMAESConfig,
+    CMAESTrainer,
+    StateFormatError,
+    convert_pickled_state,
+)
 from attn_policies.algorithms.es_eval import BatchedEvaluator, PolicyFactory, RolloutSpec
 
 
@@ -88,25 +95,126 @@ def test_a_save_killed_midway_leaves_the_previous_checkpoint_usable(tmp_path: Pa
     trainer.save(tmp_path)
     expected = trainer.step()
     # Generation 2's state files are written, then the process dies before trainer.json.
-    (tmp_path / "cma_state-2.pkl").write_bytes(trainer.optimizer.dumps())
+    (tmp_path / "cma_state-2.npz").write_bytes(trainer.optimizer.dumps())
     resumed = _trainer()
     resumed.restore(tmp_path)
     assert resumed.generation == 1
     assert resumed.step() == {**expected, "time_ask_tell": ANY, "time_evaluate": ANY}
 
 
-class Exploit:
-    def __reduce__(self) -> tuple:
-        return (os.system, ("echo pwned",))
+def _numpy_bypass_pickle(marker: Path) -> bytes:
+    """The old unpickler admitted ``numpy.*``: ``numpy.testing._private.utils.os.system``."""
+    module, name, command = b"numpy", b"testing._private.utils.os.system", f"touch {marker}"
+    return (
+        b"\x80\x04"
+        + b"\x8c" + bytes([len(module)]) + module
+        + b"\x8c" + bytes([len(name)]) + name
+        + b"\x93"  # STACK_GLOBAL
+        + b"\x8c" + bytes([len(command)]) + command.encode()
+        + b"\x85R."  # TUPLE1, REDUCE, STOP
+    )  # fmt: skip
 
 
-def test_checkpoint_loading_refuses_code() -> None:
-    with pytest.raises(pickle.UnpicklingError, match="not allowed"):
-        safe_unpickle(pickle.dumps(Exploit()))
+def test_pickled_state_with_a_bypass_payload_is_refused(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    payload = _numpy_bypass_pickle(marker)
+    trainer = _trainer()
+    trainer.step()
+    trainer.save(tmp_path)
+    state = next(tmp_path.glob("cma_state-*.npz"))
+    state.write_bytes(payload)
+    with pytest.raises(StateFormatError, match="pickled pycma state"):
+        _trainer().restore(tmp_path)
+    with pytest.raises(StateFormatError, match="pickled"):
+        CMAES.loads(payload, CMAESConfig(population=4))
+    assert not marker.exists()
+
+
+def _tampered(opt: CMAES, edit: object) -> bytes:
+    """``opt``'s state with its JSON description edited by ``edit(meta)``."""
+    import io
+
+    with np.load(io.BytesIO(opt.dumps()), allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    meta = json.loads(arrays["meta"].tobytes())
+    edit(meta)  # type: ignore[operator]
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def test_state_naming_a_class_outside_pycma_is_refused() -> None:
     opt = CMAES(5, CMAESConfig(population=4))
     opt.tell(opt.ask(), np.arange(4.0))
-    restored = CMAES.loads(opt.dumps())
-    np.testing.assert_array_equal(restored.ask(), opt.ask())  # sampler state travelled too
+
+    def swap_class(meta: dict) -> None:
+        meta["es"]["attrs"]["sm"]["__obj__"] = "os:system"
+
+    def name_a_function(meta: dict) -> None:
+        meta["es"]["attrs"]["sm"]["attrs"]["randn"] = {"__config__": "os:system"}
+
+    def add_a_function(meta: dict) -> None:
+        meta["es"]["attrs"]["hook"] = {"__config__": "os:system"}
+
+    with pytest.raises(StateFormatError, match="not a pycma state class"):
+        CMAES.loads(_tampered(opt, swap_class), opt.config)
+    # Functions only ever come from the optimiser rebuilt from the config.
+    restored = CMAES.loads(_tampered(opt, name_a_function), opt.config)
+    assert restored.es.sm.randn == restored.sampler.randn
+    with pytest.raises(StateFormatError, match=r"no value for es\.hook"):
+        CMAES.loads(_tampered(opt, add_a_function), opt.config)
+
+
+def test_object_arrays_and_damaged_files_are_refused() -> None:
+    import io
+
+    buffer = io.BytesIO()
+    np.savez(buffer, meta=np.array([os.system], dtype=object))
+    with pytest.raises(StateFormatError, match="not a readable"):
+        CMAES.loads(buffer.getvalue(), CMAESConfig(population=4))
+    data = CMAES(5, CMAESConfig(population=4)).dumps()
+    with pytest.raises(StateFormatError, match="not a readable"):
+        CMAES.loads(data[: len(data) // 2], CMAESConfig(population=4))
+
+
+@pytest.mark.parametrize(
+    ("population", "options"),
+    # pycma keeps a different archive class from population 33 on (E3 uses 256)
+    [(6, {}), (6, {"CMA_diagonal": True}), (40, {}), (40, {"CMA_diagonal": True})],
+)
+def test_data_only_state_round_trips_bit_for_bit(population: int, options: dict) -> None:
+    config = CMAESConfig(population=population, options=options)
+    opt = CMAES(7, config)
+    for _ in range(3):
+        x = opt.ask()
+        opt.tell(x, -(x**2).sum(axis=1))
+    restored = CMAES.loads(opt.dumps(), config)
+    for _ in range(3):
+        a, b = opt.ask(), restored.ask()
+        np.testing.assert_array_equal(a, b)  # sampler state travelled too
+        opt.tell(a, -(a**2).sum(axis=1))
+        restored.tell(b, -(b**2).sum(axis=1))
+    np.testing.assert_array_equal(opt.favourite, restored.favourite)
+    assert opt.sigma == restored.sigma
+
+
+def test_trusted_old_pickles_convert_to_the_data_format(tmp_path: Path) -> None:
+    trainer = _trainer()
+    trainer.step()
+    trainer.save(tmp_path)
+    expected = _trainer()
+    expected.restore(tmp_path)
+    old = tmp_path / "cma_state-1.pkl"
+    old.write_bytes(pickle.dumps(trainer.optimizer.es))
+    (tmp_path / "cma_state-1.npz").unlink()
+    meta = json.loads((tmp_path / "trainer.json").read_text())
+    meta["files"]["cma_state"] = old.name
+    (tmp_path / "trainer.json").write_text(json.dumps(meta))
+    convert_pickled_state(old, trainer.config)
+    resumed = _trainer()
+    resumed.restore(tmp_path)
+    assert resumed.step()["fitness_mean"] == expected.step()["fitness_mean"]
 
 
 def test_config_validation() -> None:

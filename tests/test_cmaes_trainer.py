@@ -32,7 +32,7 @@ def test_cartpole_pi_smoke_run_folder_and_evaluation(tmp_path: Path) -> None:
     files = {p.name for p in run.path.iterdir()}
     assert {"model.pt", "best_model.pt", "progress.csv", "evaluations.json", "eval.json"} <= files
     assert {p.name for p in (run.path / "checkpoints").iterdir()} == {
-        "cma_state-2.pkl",
+        "cma_state-2.npz",
         "solutions-2.pt",
         "trainer.json",
     }  # only the last generation's files are kept
@@ -94,6 +94,31 @@ def test_interrupt_and_resume_continue_bit_for_bit(tmp_path: Path) -> None:
         b = torch.load(resumed.path / name, weights_only=True)
         assert all(torch.equal(a[k], b[k]) for k in a), name
     assert resumed.eval["policies"] == straight.eval["policies"]
+
+
+def test_killed_before_the_first_checkpoint_resumes_from_generation_zero(tmp_path: Path) -> None:
+    straight = zoo.train("cartpole_fnn", budget="smoke", root=tmp_path / "a")
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train("cartpole_fnn", budget="smoke", root=tmp_path / "b", callbacks=[InterruptAt(1)])
+    (path,) = (tmp_path / "b" / "cartpole_fnn").iterdir()
+    for file in (path / "checkpoints").iterdir():  # as if killed before any checkpoint
+        file.unlink()
+    resumed = zoo.resume(path)
+    assert resumed.status["state"] == "finished"
+    a = torch.load(straight.path / "model.pt", weights_only=True)
+    b = torch.load(resumed.path / "model.pt", weights_only=True)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_tampered_checkpoint_is_one_config_error(tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train("cartpole_fnn", budget="smoke", root=tmp_path, callbacks=[InterruptAt(1)])
+    (path,) = (tmp_path / "cartpole_fnn").iterdir()
+    (state,) = (path / "checkpoints").glob("cma_state-*.npz")
+    state.write_bytes(state.read_bytes()[:100])
+    with pytest.raises(ConfigError, match=r"cma_state-1\.npz: not a readable CMA-ES state"):
+        zoo.resume(path)
+    assert json.loads((path / "status.json").read_text())["state"] == "failed"
 
 
 def test_process_pool_run_matches_batched_run(tmp_path: Path) -> None:

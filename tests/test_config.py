@@ -592,3 +592,42 @@ def test_to_yaml_round_trips(
     assert again.eval == run.eval
     assert strip_header(again.to_yaml()) == strip_header(run.to_yaml())
     assert f"(budget {budget})" in run.to_yaml().split("\n", 1)[0]
+
+
+# --- range checks and unreadable files (issue 16) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"n_timesteps": 0}, "'n_timesteps' must be between 1 and"),
+        ({"n_timesteps": -5}, "'n_timesteps' must be between 1 and"),
+        ({"torch_threads": 100000}, "'torch_threads' must be between 1 and"),
+        ({"n_envs": 0}, "'n_envs' must be between 1 and"),
+        ({"batch_size": 0}, "'batch_size' must be between 1 and"),
+        ({"save_freq": -1}, "'save_freq' must be between 0 and"),
+        ({"gamma": 1.5}, r"'gamma' must be in \[0, 1\], got 1.5"),
+        ({"gamma": -0.1}, r"'gamma' must be in \[0, 1\]"),
+        ({"learning_rate": -1.0}, "'learning_rate' must be finite and positive"),
+        ({"learning_rate": float("nan")}, "'learning_rate' must be finite and positive"),
+    ],
+)
+def test_budgets_and_sizes_are_range_checked(
+    tmp_path: Path, changes: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_one(tmp_path, **changes)
+
+
+def test_yaml_syntax_errors_and_unsafe_tags_are_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yml"
+    bad.write_text("exp: {algo: ppo, env: [\n")
+    with pytest.raises(ConfigError, match=r"bad\.yml: YAML syntax error at line"):
+        load_runs(bad)
+    marker = tmp_path / "pwned"
+    bad.write_text(f"exp: !!python/object/apply:os.system ['touch {marker}']\n")
+    with pytest.raises(ConfigError, match=r"bad\.yml: unsafe or unknown YAML tag"):
+        load_runs(bad)
+    assert not marker.exists()
+    with pytest.raises(ConfigError, match="--set a=\\[1: YAML syntax error"):
+        parse_overrides(["a=[1"])

@@ -71,3 +71,47 @@ def test_smoke_trains_every_cell(name: str, tmp_path: Path) -> None:
             assert run.status["num_timesteps"] >= run.config.body["n_timesteps"]
             for summary in result["policies"].values():
                 assert summary["n_episodes"] == run.config.eval.final_episodes
+
+
+def test_e7_ppo_and_atari_settings_are_the_theses() -> None:
+    # thesis table 7.1 + appendix C (value clipping with the policy's clip), AtariARI's envs
+    # (NoFrameskip-v4: frame skip 4, no sticky actions, up to 30 no-ops at reset)
+    for run in zoo.load_runs("atariari", budget="full", overrides={"game": "Pong"}):
+        body = run.body
+        assert body["clip_range_vf"] == body["clip_range"] == 0.2
+        assert (body["n_steps"], body["batch_size"], body["n_epochs"], body["n_envs"]) == (
+            128, 256, 3, 8,
+        )  # fmt: skip
+        kwargs = body["env_kwargs"]
+        assert (kwargs["frameskip"], kwargs["repeat_action_probability"]) == (4, 0.0)
+        assert body["env_wrapper"][0] == {"NoopResetEnv": {"noop_max": 30}}
+        assert kwargs["order_seed"] == run.seed == 0  # one feature order per run
+    for seed in (0, 3):
+        runs = zoo.load_runs("atariari", budget="cpu", seed=seed)
+        assert {r.body["env_kwargs"]["order_seed"] for r in runs} == {seed}
+        assert f"order_seed: {seed}\n" in runs[0].to_yaml()  # what `attn-zoo show` prints
+        assert body["normalize"]["clip_obs"] == float("inf")  # appendix C: no obs clipping
+
+
+def test_e8_reports_the_final_10k_steps_return() -> None:
+    for run in zoo.load_runs("atari_nonlocal", budget="full", overrides={"game": "Pong"}):
+        assert run.eval.final_steps == 10_000
+        assert run.body["env_wrapper"] == ["AtariCropWrapper"]
+
+
+def test_seed_template_follows_the_seed_of_each_cell(tmp_path: Path) -> None:
+    import yaml
+
+    body = {
+        "algo": "ppo",
+        "env": "CartPole-v1",
+        "policy": "MlpPolicy",
+        "n_timesteps": 64,
+        "env_kwargs": {"max_episode_steps": "{seed}"},
+    }
+    path = tmp_path / "t.yml"
+    path.write_text(yaml.safe_dump({"t": {**body, "seed": 7}}))
+    assert zoo.load_runs(path)[0].body["env_kwargs"]["max_episode_steps"] == 7
+    assert zoo.load_runs(path, seed=9)[0].body["env_kwargs"]["max_episode_steps"] == 9
+    path.write_text(yaml.safe_dump({"t": {**body, "matrix": {"seed": [1, 2]}}}))
+    assert [r.body["env_kwargs"]["max_episode_steps"] for r in zoo.load_runs(path)] == [1, 2]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import gymnasium as gym
@@ -80,6 +81,47 @@ def test_lengths_and_env_steps_count_live_steps() -> None:
     assert evaluator.env_steps == lengths.sum()
 
 
+def test_population_path_matches_vmap_and_skips_nothing_alive() -> None:
+    """The AttentionNeuron's own population step gives vmap's returns, lengths and steps."""
+    fast = BatchedEvaluator(RolloutSpec(PI, env_id=ENV, max_steps=80))
+    slow = BatchedEvaluator(RolloutSpec(PI, env_id=ENV, max_steps=80, population_path=False))
+    assert fast.population_path and not slow.population_path
+    solutions = population(6, fast.num_parameters, seed=5)
+    solutions[:3] *= 10  # wild pushes: some episodes end early, so rows get dropped
+    returns = fast.evaluate(solutions, SEEDS)
+    np.testing.assert_allclose(returns, slow.evaluate(solutions, SEEDS), rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(fast.last_lengths, slow.last_lengths)
+    assert fast.env_steps == slow.env_steps == fast.last_lengths.sum()
+    assert fast.last_lengths.min() < 40 and fast.last_lengths.max() == 80  # rows did end early
+
+
+def test_population_path_does_not_depend_on_the_batch() -> None:
+    """Rows are computed independently: any subset or order of the population scores alike."""
+    evaluator = BatchedEvaluator(RolloutSpec(PI, env_id=ENV, max_steps=60))
+    solutions = population(5, evaluator.num_parameters, seed=2)
+    solutions[::2] *= 8
+    full = evaluator.evaluate(solutions, SEEDS)
+    np.testing.assert_array_equal(evaluator.evaluate(solutions[::-1], SEEDS), full[::-1])
+    np.testing.assert_array_equal(evaluator.evaluate(solutions[3:4], SEEDS), full[3:4])
+
+
+def test_population_path_with_obs_fn_and_more_inputs() -> None:
+    """obs_fn may change N (duplicated channels); both paths agree."""
+
+    def dup(obs: np.ndarray) -> np.ndarray:
+        return np.concatenate([obs, obs[:, ::-1]], axis=1)
+
+    fast = BatchedEvaluator(RolloutSpec(PI, env_id=ENV, max_steps=40))
+    slow = BatchedEvaluator(RolloutSpec(PI, env_id=ENV, max_steps=40, population_path=False))
+    solutions = population(3, fast.num_parameters, seed=7)
+    np.testing.assert_allclose(
+        fast.evaluate(solutions, SEEDS, obs_fn=dup),
+        slow.evaluate(solutions, SEEDS, obs_fn=dup),
+        rtol=1e-4,
+        atol=1e-4,
+    )
+
+
 def crash_once_env(marker: str, n: int) -> gym.vector.VectorEnv:
     """Kills its worker process the first time it is built (while ``marker`` exists)."""
     if os.path.exists(marker):
@@ -113,6 +155,63 @@ def test_process_pool_equals_batched_and_survives_a_crashed_worker(tmp_path: Pat
         np.testing.assert_array_equal(pool.evaluate(solutions[:1], SEEDS), expected[:1])
     finally:
         pool.close()
+
+
+def test_process_pool_retries_a_worker_that_died_while_idle() -> None:
+    spec = RolloutSpec(FNN, env_id="attn_envs:attn_envs/CartPoleSwingUpHarder-v0", max_steps=5)
+    pool = ProcessEvaluator(spec, n_workers=1, max_retries=1)
+    solutions = np.zeros((2, pool.num_parameters), np.float32)
+    try:
+        expected = pool.evaluate(solutions, [0])
+        for process in list(pool._pool._processes.values()):  # killed between generations
+            os.kill(process.pid, signal.SIGKILL)
+            process.join()
+        np.testing.assert_array_equal(pool.evaluate(solutions, [0]), expected)
+        assert pool.retries == 1
+    finally:
+        pool.close()
+
+
+WORKER_PARENT = """
+import sys, numpy as np
+from attn_policies.algorithms.es_eval import PolicyFactory, ProcessEvaluator, RolloutSpec
+fnn = PolicyFactory("attn_policies.neuron:FNNPolicy", {"obs_dim": 5, "action_dim": 1})
+spec = RolloutSpec(fnn, env_id="attn_envs:attn_envs/CartPoleSwingUpHarder-v0", max_steps=5)
+pool = ProcessEvaluator(spec, n_workers=1)
+pool.evaluate(np.zeros((1, pool.num_parameters), np.float32), [0])
+print(*[p.pid for p in pool._pool._processes.values()], flush=True)
+sys.stdin.read()
+"""
+
+
+def test_workers_exit_when_the_main_process_is_sigkilled() -> None:
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", WORKER_PARENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    workers = [int(pid) for pid in parent.stdout.readline().split()]
+    assert workers
+    parent.kill()
+    parent.wait()
+
+    def running(pid: int) -> bool:  # zombies (exited, not yet reaped) count as gone
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.time() + 5
+    alive = workers
+    while alive and time.time() < deadline:
+        time.sleep(0.1)
+        alive = [pid for pid in workers if running(pid)]
+    assert not alive, f"orphaned workers {alive}"
 
 
 class AlwaysCrash:

@@ -321,3 +321,61 @@ def test_keep_best_evaluates_where_the_step_counter_crosses_multiples_of_freq(
     assert [h["step"] for h in history] == expected
     assert history[0]["g"]["n_episodes"] == 2
     assert (tmp_path / "best_model.zip").exists()
+
+
+# --- seed 003's table 1 metric: final 10k training steps, from the Monitor logs ---------------
+
+
+def _monitor(folder: Path, name: str, t_start: float, rows: list[tuple[float, int, float]]) -> None:
+    lines = [f'#{{"t_start": {t_start}, "env_id": "x"}}', "r,l,t"]
+    lines += [f"{r},{length},{t}" for r, length, t in rows]
+    (folder / f"{name}.monitor.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_final_steps_return_orders_episodes_of_all_envs_by_end_time(tmp_path: Path) -> None:
+    # env 0 ends at wall 10+1, 10+5; env 1 (started later) at 12+1, 12+2: order a, c, d, b
+    _monitor(tmp_path, "train_p0_0", 10.0, [(1.0, 400, 1.0), (2.0, 300, 5.0)])
+    _monitor(tmp_path, "train_p0_1", 12.0, [(10.0, 500, 1.0), (20.0, 250, 2.0)])
+    _monitor(tmp_path, "train_p1_0", 100.0, [(30.0, 100, 1.0)])  # a resumed part, last
+    _monitor(tmp_path, "eval_0", 200.0, [(-99.0, 10, 1.0)])  # not a training log
+    # cumulative ends: a 400, c 900, d 1150, b 1450, e 1550
+    result = zoo.evaluation.final_steps_return(tmp_path, 700)  # window (850, 1550]
+    assert result == {
+        "final_steps": 700,
+        "mean_reward": pytest.approx(np.mean([10.0, 20.0, 2.0, 30.0])),
+        "std_reward": pytest.approx(np.std([10.0, 20.0, 2.0, 30.0])),
+        "n_episodes": 4,
+        "total_steps": 1550,
+    }
+    assert zoo.evaluation.final_steps_return(tmp_path, 100)["mean_reward"] == 30.0
+    assert zoo.evaluation.final_steps_return(tmp_path, 10_000)["n_episodes"] == 5
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _monitor(empty, "train_0", 0.0, [])
+    assert zoo.evaluation.final_steps_return(empty)["n_episodes"] == 0
+    assert zoo.evaluation.final_steps_return(empty)["mean_reward"] is None
+    with pytest.raises(ValueError, match="n_steps must be a positive integer, got 0"):
+        zoo.evaluation.final_steps_return(tmp_path, 0)
+
+
+def test_eval_final_steps_is_checked() -> None:
+    assert EvalConfig().final_steps == 0
+    with pytest.raises(ValueError, match=r"eval\.final_steps must be a non-negative integer"):
+        EvalConfig(final_steps=-1)
+
+
+@pytest.mark.slow
+def test_e8_smoke_run_leads_eval_json_with_the_final_steps_return(tmp_path: Path) -> None:
+    import zoo
+    from zoo.cli import _headline
+
+    run = zoo.train("atari_nonlocal", budget="smoke", overrides={"variant": "cnn"}, root=tmp_path)
+    result = json.loads((run.path / "eval.json").read_text())
+    assert next(iter(result)) == "training_return"
+    training = result["training_return"]
+    assert training["final_steps"] == 10_000 and training["n_episodes"] >= 2
+    monitor = [zoo.evaluation.final_steps_return(run.path / "monitor", 10_000)]
+    assert training == monitor[0]
+    assert "stochastic" in result["policies"]
+    assert _headline(result).startswith("final 10000 steps return ")
+    assert zoo.evaluate(run)["training_return"] == training

@@ -308,3 +308,32 @@ def test_train_writes_nothing_when_the_probe_fails(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="PatchObservation"):
         zoo.train_all(path, root=root)
     assert not root.exists()
+
+
+def _orders(venv: Any, seed: int) -> list[bytes]:
+    venv.seed(seed)
+    venv.reset()
+    orders = [p.tobytes() for p in venv.get_attr("feature_permutation")]
+    venv.close()
+    return orders
+
+
+def test_e7_one_feature_order_per_run(tmp_path: Path) -> None:
+    # SB3 seeds actor i with seed + i; the order must still be the run's, not the actor's.
+    run = load_runs("atariari", budget="smoke", seed=3)[0]
+    train = _orders(make_vec_env(run, n_envs=3), seed=3)
+    evaluation = _orders(make_vec_env(run, n_envs=1, training=False), seed=run.eval.seed)
+    assert len(set(train + evaluation)) == 1
+    single = make_single_env(run)
+    single.reset(seed=123)
+    assert single.get_wrapper_attr("feature_permutation").tobytes() == train[0]
+    single.close()
+    # a resumed run rebuilds its envs from the saved config.yml: the same order
+    (tmp_path / "config.yml").write_text(run.to_yaml())
+    again = load_runs(tmp_path / "config.yml")[0]
+    assert set(_orders(make_vec_env(again, n_envs=1), seed=50)) == set(train)
+    other = load_runs("atariari", budget="smoke", seed=4)[0]
+    assert set(_orders(make_vec_env(other, n_envs=1), seed=3)) != set(train)
+    # an explicit env_kwargs.order_seed wins over the run seed
+    fixed = load_runs("atariari", budget="smoke", seed=4, overrides={"env_kwargs.order_seed": 3})
+    assert set(_orders(make_vec_env(fixed[0], n_envs=1), seed=4)) == set(train)

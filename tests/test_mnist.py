@@ -381,6 +381,22 @@ def test_number_of_spots_is_within_the_stated_range() -> None:
     assert ((fixed == 1).flatten(1).sum(dim=1) == 7).all()
 
 
+def test_default_spots_follow_the_books_listing() -> None:
+    # prepare_images(..., noise=10) calls add_spots(img, m=noise): 10 + |5 N(0,1)| spots
+    blank = np.zeros((1000, 28, 28), np.uint8)
+    for transform in (
+        lambda x: transform_mnist(x, gen(0), max_shift=0, max_rotation=0.0),
+        lambda x: MNISTTransform(max_shift=0, max_rotation=0.0)(x, gen(0)),
+    ):
+        counts = (transform(blank) == 1).flatten(1).sum(dim=1).float()
+        assert counts.min() >= 10 and counts.max() < 35
+        assert abs(counts.mean().item() - (10 + 5 * math.sqrt(2 / math.pi) - 0.5)) < 0.3
+    from zoo.config import load_runs
+
+    for run in load_runs("mnist", budget="full"):
+        assert run.body["transform"]["n_spots"] == [10, 5.0]
+
+
 def test_spots_are_placed_independently_per_image() -> None:
     blank = np.zeros((200, 28, 28), np.uint8)
     x = transform_mnist(blank, gen(1), max_shift=0, max_rotation=0.0)

@@ -290,6 +290,60 @@ def test_flat_parameter_roundtrip() -> None:
             policy.set_flat_parameters(torch.zeros(policy.num_parameters + 1))
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        AttentionNeuronPolicy.cartpole,
+        AttentionNeuronPolicy.ant,
+        lambda: AttentionNeuronPolicy.cartpole(attention="softmax", bias=True, output_scale=0.5),
+    ],
+    ids=["cartpole", "ant", "softmax_bias"],
+)
+def test_population_step_equals_forward(make) -> None:
+    """Each row with its own individual's weights steps exactly like forward (to rounding)."""
+    torch.manual_seed(0)
+    policies = [make() for _ in range(3)]
+    for p in policies:  # larger than the default init so the gates and scores saturate a bit
+        p.set_flat_parameters(torch.randn(p.num_parameters) * 0.5)
+    params, _ = stack_module_state(policies)
+    owner = torch.tensor([0, 0, 1, 2, 2])
+    weights = tuple(w[owner] for w in policies[0].population_weights(params))
+    n = 7
+    obs = torch.randn(6, len(owner), n) * 2
+    states = [None] * len(owner)
+    state = None
+    with torch.no_grad():
+        for t in range(6):
+            out, state = policies[0].population_step(weights, obs[t], state)
+            for row, p in enumerate(owner.tolist()):
+                ref, states[row] = policies[p](obs[t][row : row + 1], states[row])
+                assert _max_diff(out[row : row + 1], ref) < 1e-5
+                assert _max_diff(state[0][row], states[row].keys.h[0]) < 1e-5
+
+
+def test_population_step_is_permutation_equivariant() -> None:
+    """Permuting the inputs permutes the keys' state and leaves the action (to rounding)."""
+    torch.manual_seed(1)
+    policy = AttentionNeuronPolicy.cartpole()
+    policy.set_flat_parameters(torch.randn(policy.num_parameters) * 0.5)
+    params = {k: v[None] for k, v in dict(policy.named_parameters()).items()}
+    weights = tuple(w.expand(4, *w.shape[1:]) for w in policy.population_weights(params))
+    obs, perm = torch.randn(5, 4, 5), torch.randperm(5)
+    sa = sb = None
+    with torch.no_grad():
+        for t in range(5):
+            a, sa = policy.population_step(weights, obs[t], sa)
+            b, sb = policy.population_step(weights, obs[t][:, perm], sb)
+            assert _max_diff(sb[0], sa[0][:, perm]) < 1e-6 and _max_diff(a, b) < 1e-5
+
+
+def test_population_weights_refuse_capture() -> None:
+    policy = AttentionNeuronPolicy.cartpole()
+    params = {k: v[None] for k, v in dict(policy.named_parameters()).items()}
+    with capture_attention(policy), pytest.raises(RuntimeError, match="attention maps"):
+        policy.population_weights(params)
+
+
 def test_fnn_is_not_permutation_invariant() -> None:
     torch.manual_seed(0)
     fnn = FNNPolicy(5, 1)
@@ -538,3 +592,13 @@ def test_vector_extractor_under_recurrent_ppo(tmp_path) -> None:
         np.testing.assert_array_equal(a, b)
         obs, *_ = env.step(a)
         start = np.zeros((1,), dtype=bool)
+
+
+@pytest.mark.parametrize("key", ["n_queries", "query_dim", "msg_dim"])
+def test_zero_or_negative_sizes_are_refused(key: str) -> None:
+    from attn_policies.neuron import AttentionNeuron
+
+    with pytest.raises(ValueError, match=f"{key} must be a positive integer, got 0"):
+        AttentionNeuron(1, **{key: 0})
+    with pytest.raises(ValueError, match="action_dim must be a non-negative integer, got -1"):
+        AttentionNeuron(-1)

@@ -185,3 +185,11 @@ def test_occlusion_errors() -> None:
         occluded_pong(0.5, "frame")
     with pytest.raises(TypeError, match="OcclusionObservation needs a Box"):
         OcclusionObservation(gym.make("FrozenLake-v1"), 0.5)
+
+
+@pytest.mark.parametrize("fill", [256, -1, 0.5, float("nan"), "0"])
+def test_fill_values_the_observation_dtype_cannot_hold_are_refused(fill: object) -> None:
+    env = UniformBoxEnv(spaces.Box(0, 255, (16, 12), np.uint8))
+    with pytest.raises(ValueError, match="fill"):
+        OcclusionObservation(env, ratio=0.5, fill=fill)
+    assert OcclusionObservation(env, ratio=0.5, fill=255).observation_space.high.max() == 255

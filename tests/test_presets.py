@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from functools import partial
 
+import cv2
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -9,7 +10,8 @@ from _contract import assert_env_contract
 
 import attn_envs
 from attn_envs import ShuffleObservation
-from attn_envs.presets import PONG_SCORE_ROWS
+from attn_envs.patches import OpenCVGrayscaleObservation, unpatchify
+from attn_envs.presets import PONG_SCORE_ROWS, make_puzzle_car_racing, make_puzzle_pong
 
 
 def test_every_registered_id_makes_resets_and_steps() -> None:
@@ -105,7 +107,9 @@ def test_puzzle_car_racing_blanks_indicator_bar() -> None:
 
 def test_shuffle_is_outermost_so_permutation_is_in_info() -> None:
     env = gym.make("attn_envs/ShuffledCartPoleSwingUpHarder-v0", reshuffle_every=10)
-    assert isinstance(env.env.env, ShuffleObservation)  # under OrderEnforcing/EnvChecker
+    # under TimeLimit (the spec's 1000 steps), OrderEnforcing and the env checker
+    assert isinstance(env.env.env.env, ShuffleObservation)
+    assert env.spec.max_episode_steps == 1000
     _, info = env.reset(seed=0)
     assert info["permutation"].shape == (5,)
 
@@ -120,3 +124,63 @@ def test_make_vec_uses_the_numpy_batched_cartpole() -> None:
     # copy 0 starts where a single Harder env with the same seed starts
     np.testing.assert_array_equal(obs[0], single.reset(seed=1)[0])
     assert np.ptp(obs[:, 0]) > 3.0, "Harder reset spreads x over most of [-2.4, 2.4]"
+
+
+def _screen(env: gym.Env, grid: tuple[int, int], seed: int) -> np.ndarray:
+    tokens, _ = env.reset(seed=seed)
+    env.close()
+    return unpatchify(tokens, grid)[..., 0]
+
+
+def test_e5_e6_grey_uses_the_authors_opencv_weights() -> None:
+    # cv2.COLOR_RGB2GRAY (0.299, 0.587, 0.114); gymnasium and ALE greys differ
+    flat = {"shuffle": False, "frame_stack": 1, "flatten": False}
+    rgb = gym.make("CarRacing-v3").reset(seed=3)[0]
+    car = _screen(make_puzzle_car_racing(blank_bottom=0, **flat), (16, 16), seed=3)
+    np.testing.assert_array_equal(car, cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY))
+    assert not np.array_equal(car, gym.wrappers.GrayscaleObservation(gym.make("CarRacing-v3"))
+                              .reset(seed=3)[0])  # fmt: skip
+    # Pong: grey at 210x160, then INTER_AREA to 84x84, as the authors' WarpFrame
+    pong = _screen(make_puzzle_pong(blank_top=0, noop_max=0, **flat), (14, 14), seed=3)
+    pong_rgb = gym.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.0).reset(seed=3)[0]
+    grey = cv2.cvtColor(pong_rgb, cv2.COLOR_RGB2GRAY)
+    np.testing.assert_array_equal(pong, cv2.resize(grey, (84, 84), interpolation=cv2.INTER_AREA))
+    with pytest.raises(ValueError, match=r"needs an RGB \(H, W, 3\) uint8 observation"):
+        OpenCVGrayscaleObservation(gym.wrappers.GrayscaleObservation(gym.make("CarRacing-v3"),
+                                                                     keep_dim=True))  # fmt: skip
+    with pytest.raises(TypeError, match="needs a Box observation space"):
+        OpenCVGrayscaleObservation(gym.make("FrozenLake-v1"))
+
+
+def test_specs_tell_the_episode_limits() -> None:
+    assert gym.spec("attn_envs/CartPoleSwingUp-v0").max_episode_steps == 1000
+    assert gym.spec("attn_envs/CartPoleSwingUpHarder-v0").max_episode_steps == 1000
+    for n in (5, 6, 8, 16):
+        assert gym.spec(f"attn_envs/EgocentricDoorKey-{n}x{n}-v0").max_episode_steps == 400
+
+
+def test_doorkey_max_steps_moves_the_time_limit_along() -> None:
+    from attn_envs.registration import make_args
+
+    env_id, kwargs = make_args("attn_envs/EgocentricDoorKey-5x5-v0", {"max_steps": 450})
+    env = gym.make(env_id, **kwargs)
+    assert env.spec.max_episode_steps == 450 and env.unwrapped.max_steps == 450
+    env.reset(seed=0)
+    for step in range(1, 451):
+        _, _, terminated, truncated, _ = env.step(0)  # turning left never ends an episode
+        assert not terminated and truncated == (step == 450)
+    env.close()
+
+
+def test_module_prefixed_ids_need_no_import() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import gymnasium as gym\n"
+        "env = gym.make('attn_envs:attn_envs/CartPoleSwingUpHarder-v0')\n"
+        "print(env.spec.max_episode_steps, env.reset(seed=0)[0].shape)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1000", "(5,)"]

@@ -160,3 +160,94 @@ def test_key_saliency_reads_non_local_rows_and_square_grids() -> None:
     np.testing.assert_allclose(grid, expected.numpy(), rtol=1e-6)
     strip = key_saliency(model, {"x": torch.full((1, 2, 8, 8), 1 / 8)}, "x")
     assert strip.shape == (8,)
+
+
+# --- every kind of run: CMA-ES policies (bare modules) and BC students ------------------------
+
+
+@pytest.fixture(scope="module")
+def cartpole_pi(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return trained(tmp_path_factory, "cartpole_pi", "cartpole_pi")
+
+
+def test_cmaes_agent_plays_as_the_trainer_scores_it(cartpole_pi: Path) -> None:
+    from zoo.trainers.cmaes import CMAESZooTrainer
+
+    handle = zoo.load(cartpole_pi)
+    agent = zoo.record.as_agent(handle.model("best"), handle.config)
+    assert isinstance(agent, zoo.record.PolicyAgent)
+    cap = int(handle.config.body["max_episode_steps"])
+    expected = CMAESZooTrainer().episode_returns(
+        cartpole_pi, handle.config, n_episodes=1, seed=7, which="best"
+    )["rewards"][0]
+    venv = zoo.record.open_env(handle, render=False)
+    venv.seed(7)
+    obs, state, starts, total = venv.reset(), None, np.ones(1, dtype=bool), 0.0
+    for _ in range(cap):  # the evaluator stops at max_episode_steps
+        action, state = agent.predict(obs, state=state, episode_start=starts)
+        obs, reward, starts, _ = venv.step(action)
+        total += float(reward[0])
+        if starts[0]:
+            break
+    venv.close()
+    assert total == pytest.approx(expected, rel=1e-4, abs=1e-4)
+
+
+def test_cmaes_panel_uses_the_state_the_agent_acts_from(cartpole_pi: Path) -> None:
+    handle = zoo.load(cartpole_pi)
+    agent = zoo.record.as_agent(handle.model("best"), handle.config)
+    obs = np.random.default_rng(0).normal(size=(1, 5)).astype(np.float32)
+    _, state = agent.predict(obs)
+    fresh = zoo.record.model_attention(agent, obs)["policy.neuron"]
+    carried = zoo.record.model_attention(agent, obs, state)["policy.neuron"]
+    restarted = zoo.record.model_attention(agent, obs, state, np.ones(1, bool))["policy.neuron"]
+    assert not torch.allclose(fresh, carried)  # the LSTM keys remember the last step
+    torch.testing.assert_close(fresh, restarted)
+
+
+def test_cmaes_run_records_with_a_bar_per_observation_entry(
+    cartpole_pi: Path, tmp_path: Path
+) -> None:
+    frames = video_frames(record(cartpole_pi, out=tmp_path / "v.mp4", n_steps=5))
+    assert len(frames) == 5
+    height, width, _ = frames[0].shape
+    assert width == 600 + height - 22  # the 600x400 CartPole frame, then the panel
+    plain = video_frames(record(cartpole_pi, out=tmp_path / "p.mp4", n_steps=2, overlay=False))
+    assert plain[0].shape == (400, 600, 3)
+
+
+def test_bc_student_records_with_its_attention_panel(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    run = trained(tmp_path_factory, "puzzle_pong_bc", "puzzle_pong_bc")
+    model = zoo.load(run).model("best")
+    assert type(zoo.record.policy_module(model)).__name__ == "BCStudent"
+    assert zoo.record.has_attention(model)
+    frames = video_frames(record(run, out=tmp_path / "v.mp4", n_steps=3))
+    height, width, _ = frames[0].shape
+    assert len(frames) == 3 and width == 320 + height - 22  # 210x160 ALE frame x2 + panel
+
+
+def test_policy_agent_hands_integer_screens_to_its_policy_as_integers() -> None:
+    from gymnasium import spaces
+
+    from attn_policies.attention import MultiHeadSelfAttention
+
+    class Spy(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attention = MultiHeadSelfAttention(1, n_heads=1, head_dim=2)
+            self.seen: list[tuple[torch.dtype, float]] = []
+
+        def forward(self, obs: torch.Tensor, state: None = None) -> tuple[torch.Tensor, None]:
+            self.seen.append((obs.dtype, float(obs.max())))
+            out = self.attention(obs.float()[..., None] / 255)
+            return out.mean(dim=(1, 2))[:, None], None
+
+    agent = zoo.record.PolicyAgent(Spy(), spaces.Box(-1, 1, (1,)))
+    screen = np.full((1, 4), 200, np.uint8)
+    maps = zoo.record.model_attention(agent, screen)  # before any predict: a first frame
+    assert list(maps) == ["policy.attention"] and maps["policy.attention"].shape == (1, 1, 4, 4)
+    action, _ = agent.predict(screen)
+    assert agent.policy.seen == [(torch.uint8, 200.0)] * 2
+    assert action.shape == (1, 1) and action.dtype == np.float32

@@ -108,3 +108,29 @@ def test_is_activation() -> None:
     assert not is_activation(nn.ELU())
     assert not is_activation(int)
     assert not is_activation("relu")
+
+
+# --- names resolve only to classes of the expected kind (issue 16) -----------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(BASES))
+def test_any_other_object_is_refused_before_it_is_called(kind: str) -> None:
+    with pytest.raises(ValueError, match=f"{kind} 'os:system' is a builtin_function_or_method"):
+        resolve(kind, "os:system")
+    with pytest.raises(ValueError, match="is a class dict, not a subclass"):
+        resolve(kind, "builtins:dict")
+
+
+def test_policy_builders_and_functions_are_checked() -> None:
+    from zoo.registry import resolve_function, resolve_module_builder
+
+    assert resolve_module_builder("attn_policies.neuron:FNNPolicy").__name__ == "FNNPolicy"
+    assert resolve_module_builder("attn_policies.neuron:AttentionNeuronPolicy.cartpole")
+    for name in ("os:system", "subprocess:run", "builtins:eval"):
+        with pytest.raises(ValueError, match=r"not a torch\.nn\.Module subclass"):
+            resolve_module_builder(name)
+    assert resolve_function("attn_policies.algorithms.es_eval:timed", "f").__name__ == "timed"
+    with pytest.raises(ValueError, match="not a Python function"):
+        resolve_function("os:system", "action_fn")
+    with pytest.raises(ValueError, match="standard-library function"):
+        resolve_function("shutil:rmtree", "action_fn")

@@ -206,3 +206,39 @@ def test_usable_from_dqn_via_replay_buffer_class(algo: type[DQN]) -> None:
     np.testing.assert_array_equal(obs[0::3], obs[1::3])
     np.testing.assert_array_equal(obs[0::3], obs[2::3])
     assert len(np.unique(obs[0::3], axis=0)) > 1
+
+
+REFUSED = "OversamplingReplayBuffer cannot use optimize_memory_usage=True"
+OPTIMIZED = {"optimize_memory_usage": True, "handle_timeout_termination": False}
+
+
+def test_optimize_memory_usage_is_refused() -> None:
+    # That layout stores s' of row i as s of row i + 1: consecutive copies would get s' = s.
+    with pytest.raises(ValueError, match="cannot use optimize_memory_usage=True"):
+        OversamplingReplayBuffer(200, OBS_SPACE, ACTION_SPACE, copies=5, **OPTIMIZED)
+    with pytest.raises(ValueError, match=REFUSED):
+        OversamplingReplayBuffer(200, OBS_SPACE, ACTION_SPACE, "cpu", 1, True, False)
+    env = gym.make("CartPole-v1")
+    with pytest.raises(ValueError, match=REFUSED):
+        DQN(
+            "MlpPolicy",
+            env,
+            buffer_size=1000,
+            replay_buffer_class=OversamplingReplayBuffer,
+            replay_buffer_kwargs={"copies": 5, "handle_timeout_termination": False},
+            optimize_memory_usage=True,
+        )
+    env.close()
+    # one copy is a plain buffer, which the layout handles
+    plain = OversamplingReplayBuffer(200, OBS_SPACE, ACTION_SPACE, copies=1, **OPTIMIZED)
+    add_step(plain, [3], [1.0])
+    add_step(plain, [4], [0.0])
+    assert plain.size() == 2
+
+
+def test_sampled_copies_keep_their_next_observation() -> None:
+    buf = make_buffer(copies=5)
+    add_step(buf, [7], [1.0])
+    batch = buf.sample(64)
+    np.testing.assert_array_equal(batch.next_observations[:, 0].numpy(), 7.5)
+    np.testing.assert_array_equal(batch.observations[:, 0].numpy(), 7.0)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from stable_baselines3.common.callbacks import BaseCallback
@@ -105,7 +107,7 @@ def test_doorkey_smoke_run_folder_and_evaluation(tmp_path: Path) -> None:
     for name in ("model.zip", "best_model.zip", "evaluations.json", "eval.json"):
         assert (path / name).is_file(), name
     assert (path / "checkpoints" / "last.zip").is_file()
-    assert (path / "checkpoints" / "last_replay_buffer.pkl").is_file()
+    assert (path / "checkpoints" / f"last_replay_buffer-{n_timesteps}.npz").is_file()
     assert checkpoint_steps(path) == n_timesteps
     (monitor,) = (path / "monitor").glob("*.monitor.csv")  # one env, one part
     assert monitor.name.startswith("train_")
@@ -160,7 +162,7 @@ def test_off_policy_interrupt_and_resume(tmp_path: Path) -> None:
     status = json.loads((path / "status.json").read_text())
     assert (status["state"], status["num_timesteps"]) == ("interrupted", 100)
     assert checkpoint_steps(path) == 100
-    assert (path / "checkpoints" / "last_replay_buffer.pkl").is_file()
+    assert (path / "checkpoints" / "last_replay_buffer-100.npz").is_file()
     assert not (path / "model.zip").exists() and not (path / "eval.json").exists()
 
     run = zoo.resume(path)
@@ -172,9 +174,10 @@ def test_off_policy_interrupt_and_resume(tmp_path: Path) -> None:
     assert sorted(p.name for p in (path / "logs").iterdir()) == ["part0", "part1"]
     # The replay buffer came back: 99 transitions before the interrupt (the 100th step's
     # transition is stored after the callbacks) plus 60 after, unless oversampling filled it.
-    model = run.model("last")
-    model.load_replay_buffer(path / "checkpoints" / "last_replay_buffer.pkl")
-    assert model.replay_buffer.full or model.replay_buffer.pos >= full_steps - 1
+    buffer = path / "checkpoints" / f"last_replay_buffer-{full_steps}.npz"
+    with np.load(buffer, allow_pickle=False) as npz:
+        counters = json.loads(npz["__scalars__"].tobytes())
+    assert counters["full"] or counters["pos"] >= full_steps - 1
 
 
 def test_on_policy_interrupt_mid_rollout_and_resume(tmp_path: Path) -> None:
@@ -249,19 +252,57 @@ def test_on_policy_resume_after_a_crash_ends_where_an_uninterrupted_run_would(
     with pytest.raises(RuntimeError, match="crash"):
         zoo.train(config, root=tmp_path, callbacks=[CrashAt(90)])
     path = only_run_dir(tmp_path, "cartppo")
-    assert json.loads((path / "status.json").read_text())["state"] == "running"
+    status = json.loads((path / "status.json").read_text())
+    assert status["state"] == "failed" and "crash" in status["reason"]
     run = zoo.resume(path)
     assert run.status["num_timesteps"] == 256
 
 
-def test_resume_without_checkpoint_raises(tmp_path: Path) -> None:
+def test_run_killed_before_its_first_checkpoint_resumes_from_step_zero(tmp_path: Path) -> None:
     config = write_config(tmp_path, "cartppo", CARTPOLE_PPO)
     with pytest.raises(KeyboardInterrupt):
         zoo.train(config, root=tmp_path, callbacks=[InterruptAt(2)])
     path = only_run_dir(tmp_path, "cartppo")
-    (path / "checkpoints" / "last.zip").unlink()
-    with pytest.raises(ConfigError, match="checkpoint"):
+    (path / "checkpoints" / "last.zip").unlink()  # as if killed before any checkpoint
+    run = zoo.resume(path)
+    assert run.status["state"] == "finished" and run.status["num_timesteps"] == 256
+
+
+def test_default_first_checkpoint_comes_early() -> None:
+    from zoo.trainers.sb3 import default_save_freq
+
+    assert default_save_freq(50_000) == 1_000  # 2% (was 10%)
+    assert default_save_freq(10_000_000) == 10_000
+    assert default_save_freq(10) == 1
+
+
+def test_run_folders_are_created_atomically_and_exclusively(tmp_path: Path) -> None:
+    from zoo.config import load_runs
+    from zoo.runs import new_run_dir
+
+    (run,) = load_runs(write_config(tmp_path, "cartppo", CARTPOLE_PPO))
+    folders = {new_run_dir(run, tmp_path / "runs") for _ in range(5)}  # same second
+    assert len(folders) == 5 and all(f.is_dir() for f in folders)
+
+
+def test_resume_of_a_live_run_is_refused_and_a_dead_holder_is_stale(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from zoo.runs import RunLock, RunLockedError
+
+    config = write_config(tmp_path, "cartppo", CARTPOLE_PPO)
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(config, root=tmp_path, callbacks=[InterruptAt(2)])
+    path = only_run_dir(tmp_path, "cartppo")
+    with RunLock(path), pytest.raises(RunLockedError, match="in use by process"):
         zoo.resume(path)
+    # A holder killed with SIGKILL leaves run.lock behind; the next taker sees it is stale.
+    code = f"from zoo.runs import RunLock; import os; RunLock({str(path)!r}).acquire(); os._exit(0)"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert (path / "run.lock").read_text()
+    with RunLock(path) as lock:
+        assert lock.stale is not None and lock.stale["pid"] != os.getpid()
 
 
 def test_load_needs_a_run_folder(tmp_path: Path) -> None:
@@ -336,3 +377,38 @@ def test_curriculum_stage_sums_and_keys_are_checked(tmp_path: Path) -> None:
             budget="smoke",
             overrides={"curriculum": [{"env": "x", "n_timesteps": 200, "gamma": 0.9}]},
         )
+
+
+def test_an_evaluation_cut_by_ctrl_c_runs_again_on_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zoo.evaluation
+
+    body = {
+        "algo": "dqn",
+        "env": "CartPole-v1",
+        "policy": "MlpPolicy",
+        "n_timesteps": 120,
+        "learning_starts": 10,
+        "buffer_size": 500,
+        "policy_kwargs": {"net_arch": [8]},
+        "eval": {"freq": 50, "n_episodes": 1, "final_episodes": 1},
+    }
+    real = zoo.evaluation.evaluate_modes
+    calls: list[int] = []
+
+    def interrupted_once(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:  # the evaluation at step 100
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(zoo.evaluation, "evaluate_modes", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(write_config(tmp_path, "cartdqn", body), root=tmp_path)
+    path = only_run_dir(tmp_path, "cartdqn")
+    assert [h["step"] for h in json.loads((path / "evaluations.json").read_text())] == [50]
+    assert checkpoint_steps(path) == 100
+    zoo.resume(path)
+    steps = [h["step"] for h in json.loads((path / "evaluations.json").read_text())]
+    assert steps == [50, 100]

@@ -190,3 +190,9 @@ def test_noise_stream_replays_after_seeded_reset_across_blocks() -> None:
     np.testing.assert_array_equal(a, c)
     assert not np.isin(b, a).any(), "an unseeded reset must not replay earlier noise"
     assert len(np.unique(a.round(6), axis=0)) == len(a)
+
+
+def test_duplicate_copies_are_bounded_before_any_allocation() -> None:
+    env = UniformBoxEnv(spaces.Box(-1.0, 1.0, (5,), np.float32))
+    with pytest.raises(ValueError, match="copies=1000000000 of a 5-element observation"):
+        DuplicateObservation(env, copies=10**9)

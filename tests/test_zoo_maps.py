@@ -112,3 +112,38 @@ def test_models_without_attention_raise(tmp_path_factory: pytest.TempPathFactory
         run_maps(mnist_cnn)
     with pytest.raises(FileNotFoundError):
         run_maps(tmp_path_factory.mktemp("not_a_run"))
+
+
+def test_cmaes_attention_neuron_queries_by_observation_entry(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained(tmp_path_factory, "cartpole_pi", "cartpole_pi")
+    calls = spy(monkeypatch, "plot_feature_attention")
+    out = tmp_path_factory.mktemp("pi_maps")
+    (path,) = run_maps(run, out_dir=out)
+    assert path == out / "attention_policy_neuron.png"
+    assert_png(path)
+    weights = calls[0]["args"][0]
+    assert tuple(weights.shape) == (zoo.maps.FEATURE_STEPS, 1, 16, 5)  # steps, head, M, N
+    assert calls[0]["args"][1] == [f"obs[{i}]" for i in range(5)]
+    assert not np.allclose(weights[0], weights[-1])  # the rollout moves on
+
+
+def test_cmaes_model_without_attention_names_its_policy(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    run = trained(tmp_path_factory, "cartpole_fnn", "cartpole_fnn")
+    with pytest.raises(ValueError, match=r"FNNPolicy\) has no attention layer"):
+        run_maps(run)
+
+
+def test_bc_student_top_patches(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained(tmp_path_factory, "puzzle_pong_bc", "puzzle_pong_bc")
+    calls = spy(monkeypatch, "top_patches_figure")
+    (path,) = run_maps(run, out_dir=tmp_path_factory.mktemp("bc_maps"))
+    assert path.name == "attention_extractor_neuron.png"
+    assert_png(path, min_bytes=5_000)
+    assert calls[0]["method"] == "argmax"  # an AttentionNeuron: the patches its queries pick
+    assert type(calls[0]["args"][0]).__name__ == "BCStudent"

@@ -1,5 +1,8 @@
 """attn-zoo: YAML experiment configs and the ``attn-zoo`` CLI over a programmatic API.
 
+The names below are imported on first use: ``import zoo`` (and so ``attn-zoo --help``) does
+not load torch, SB3 or gymnasium until a command needs them.
+
 >>> import zoo
 >>> "cartpole_pi" in zoo.list_experiments()
 True
@@ -7,31 +10,50 @@ True
 
 from __future__ import annotations
 
+import importlib
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from zoo.config import ConfigError, EvalConfig, RunConfig, list_experiments, load_runs
-from zoo.runs import Run, evaluate, load, resume, train, train_all
+try:
+    __version__ = version("attn-zoo")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
-__all__ = [
-    "ConfigError",
-    "EvalConfig",
-    "Run",
-    "RunConfig",
-    "evaluate",
-    "list_experiments",
-    "load",
-    "load_runs",
-    "resume",
-    "robustness_sweep",
-    "train",
-    "train_all",
-]
+# public name -> the module that defines it
+_LAZY = {
+    "ConfigError": "zoo.config",
+    "EvalConfig": "zoo.config",
+    "RunConfig": "zoo.config",
+    "list_experiments": "zoo.config",
+    "load_runs": "zoo.config",
+    "Run": "zoo.runs",
+    "evaluate": "zoo.runs",
+    "load": "zoo.runs",
+    "resume": "zoo.runs",
+    "train": "zoo.runs",
+    "train_all": "zoo.runs",
+    "robustness_sweep": "zoo.robustness",
+    "import_checkpoint": "zoo.pretrained",
+}
+
+__all__ = ["__version__", *sorted(_LAZY)]
+
+
+_SUBMODULES = {
+    "analysis", "cli", "config", "evaluation", "factory", "maps", "plots", "progress",
+    "record", "registry", "robustness", "runs", "trainers",
+}  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
-    # zoo.robustness pulls in the env factory (SB3, ~0.3 s): imported on first use only
-    if name == "robustness_sweep":
-        from zoo.robustness import robustness_sweep
-
-        return robustness_sweep
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    if name in _SUBMODULES:  # `import zoo; zoo.runs.load(...)` worked when this file was eager
+        return importlib.import_module(f"zoo.{name}")
     raise AttributeError(f"module 'zoo' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -8,10 +8,16 @@ import json
 import shlex
 import signal
 import sys
+import tempfile
+import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from zoo.config import ConfigError, list_experiments, load_runs, parse_overrides
+# Only light modules here: torch, SB3 and gymnasium load inside the commands that use them,
+# so `attn-zoo --help` answers at once.
+from zoo import __version__, progress
+from zoo.config import ConfigError, RunConfig, list_experiments, load_runs, parse_overrides
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -48,24 +54,60 @@ def _interrupt_on_signals() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
+def _run_size(run: RunConfig) -> tuple[int, str]:
+    """``(env steps or 0 when unknown in advance, how the run's length is counted)``."""
+    body = run.body
+    if run.algo == "cmaes":
+        episodes = int(body.get("population", 256)) * int(body.get("repeats", 16))
+        return 0, f"{int(body.get('n_generations', 0)):,} generations x {episodes:,} episodes"
+    if run.algo == "classifier":
+        return 0, f"{int(body.get('iterations', 0)):,} iterations"
+    steps = int(body.get("n_timesteps") or 0)
+    return steps, f"{steps:,} steps"
+
+
+def _plan(name: str, runs: list[RunConfig], budget_given: bool, yes: bool) -> None:
+    """Say how much work starts; a multi-run grid at the default budget needs consent."""
+    steps = sum(_run_size(r)[0] for r in runs)
+    lengths = sorted({_run_size(r)[1] for r in runs})
+    each = lengths[0] if len(lengths) == 1 else f"{lengths[0]} to {lengths[-1]}"
+    budget = runs[0].budget
+    size = f"{len(runs)} run{'s' * (len(runs) > 1)} of {each}"
+    total = f", {steps:,} env steps in all" if steps and len(runs) > 1 else ""
+    if len(runs) > 1 and not budget_given and not yes:
+        raise ConfigError(
+            f"{name} at budget {budget} is {size}{total}; start them with --budget {budget} "
+            "(or --yes), use --budget smoke or cpu, or pick one cell with --set AXIS=VALUE"
+        )
+    print(f"{name}: budget {budget}, {size}{total}", flush=True)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     import zoo
 
     command = "attn-zoo " + shlex.join(args.argv)
-    progress = not args.no_progress and sys.stdout.isatty()
+    tty = sys.stdout.isatty()
+    bar = not args.no_progress and tty
+    # without a terminal: the run folder first, then a line every --progress-every seconds
+    progress.configure(on=not args.no_progress and not tty, every=args.progress_every)
     _interrupt_on_signals()
     try:
         if args.resume:
-            runs = [zoo.resume(args.resume, progress_bar=progress)]
+            _resolve_existing(Path(args.resume))
+            runs = [zoo.resume(args.resume, progress_bar=bar)]
         else:
             if not args.name:
                 raise ConfigError("train needs an experiment NAME or PATH (or --resume RUN)")
+            overrides = parse_overrides(args.set)
+            budget = args.budget or "full"
+            cells = load_runs(args.name, budget=budget, overrides=overrides, seed=args.seed)
+            _plan(str(args.name), cells, args.budget is not None, args.yes)
             kwargs = dict(
-                budget=args.budget,
-                overrides=parse_overrides(args.set),
+                budget=budget,
+                overrides=overrides,
                 seed=args.seed,
                 root=args.root,
-                progress_bar=progress,
+                progress_bar=bar,
                 command=command,
             )
             if args.run_dir:
@@ -73,9 +115,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
             else:
                 runs = zoo.train_all(args.name, **kwargs)
     except KeyboardInterrupt:
+        folder = progress.current_run() or (Path(args.resume) if args.resume else None)
+        where = shlex.quote(str(folder)) if folder else "RUN_FOLDER"
         print(
-            "\ninterrupted: a checkpoint was saved; continue with "
-            "`attn-zoo train --resume RUN_FOLDER`",
+            f"\ninterrupted: a checkpoint was saved; continue with "
+            f"`attn-zoo train --resume {where}`",
             file=sys.stderr,
         )
         return 130
@@ -101,6 +145,14 @@ def _report(path: Path) -> None:
 
 def _headline(result: dict) -> str:
     parts = []
+    training = result.get("training_return")
+    if training:  # seed 003's table 1 metric (eval.final_steps) leads
+        mean = training["mean_reward"]
+        figure = "no episode" if mean is None else f"{mean:.2f}±{training['std_reward']:.2f}"
+        parts.append(
+            f"final {training['final_steps']} steps return {figure} "
+            f"({training['n_episodes']} training episodes)"
+        )
     for name, r in (result.get("policies") or {}).items():
         if r.get("success_rate") is not None:
             parts.append(f"{name} success {r['success_rate']:.0%}")
@@ -110,14 +162,62 @@ def _headline(result: dict) -> str:
     return ", ".join(parts)
 
 
+def _resolve_existing(path: Path) -> None:
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist")
+
+
+MAX_RUN_DEPTH = 3
+"""How deep below an experiment folder :func:`resolve_run` looks for run folders."""
+
+
+def resolve_run(arg: str | Path) -> Path:
+    """The run folder a command argument names.
+
+    A run folder (it holds ``config.yml``) is itself; an experiment folder (run folders
+    below it, e.g. ``runs/doorkey``) or ``FOLDER/latest`` names its latest run (by start
+    time, said on stderr).
+
+    Raises:
+        ConfigError: the path does not exist, or holds no run folder.
+    """
+    path = Path(arg)
+    latest = path.name == "latest" and not path.exists()
+    if latest:
+        path = path.parent
+    _resolve_existing(path)
+    if (path / "config.yml").is_file() and not latest:
+        return path
+    if not path.is_dir():
+        raise ConfigError(f"{path} is not a run folder (a folder with config.yml)")
+    # runs/<experiment>[/<cell>]/<run>: a bounded search, never a whole disk
+    found = [
+        p.parent
+        for depth in range(1, MAX_RUN_DEPTH + 1)
+        for p in path.glob("/".join(["*"] * depth + ["config.yml"]))
+    ]
+    if not found:
+        raise ConfigError(
+            f"{path} is not a run folder and holds none (no config.yml up to "
+            f"{MAX_RUN_DEPTH} folders below it)"
+        )
+    # config.yml is written once, when a run starts
+    run = max(found, key=lambda p: ((p / "config.yml").stat().st_mtime, str(p)))
+    if run != path:
+        others = f" (of {len(found)})" if len(found) > 1 else ""
+        print(f"attn-zoo: using the latest run in {path}{others}: {run}", file=sys.stderr)
+    return run
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     import zoo
 
+    run = resolve_run(args.run)
     result = zoo.evaluate(
-        args.run, n_episodes=args.episodes, which=args.which, seed=args.seed, write=args.write
+        run, n_episodes=args.episodes, which=args.which, seed=args.seed, write=args.write
     )
     printable = {k: v for k, v in result.items() if k != "episodes"}
-    print(json.dumps(printable, indent=1) if args.json else f"{args.run}: {_headline(result)}")
+    print(json.dumps(printable, indent=1) if args.json else f"{run}: {_headline(result)}")
     return 0
 
 
@@ -125,7 +225,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     from zoo.record import record
 
     out = record(
-        args.run,
+        resolve_run(args.run),
         out=args.out,
         n_steps=args.steps,
         which=args.which,
@@ -170,15 +270,28 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
 def _cmd_maps(args: argparse.Namespace) -> int:
     from zoo.maps import run_maps
 
-    for path in run_maps(args.run, out_dir=args.out, which=args.which, seed=args.seed):
+    run = resolve_run(args.run)
+    for path in run_maps(run, out_dir=args.out, which=args.which, seed=args.seed):
         print(path)
     return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from zoo.pretrained import import_checkpoint
+
+    run = import_checkpoint(args.path, out=args.out, root=args.root)
+    print(run.path)
+    return 0
+
+
+RUN_HELP = "run folder, or an experiment folder / FOLDER/latest for its latest run"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="attn-zoo", description="Train, evaluate, record and plot attention-RL experiments."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("list", help="list the experiments in zoo/configs")
@@ -195,7 +308,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train an experiment (every matrix cell) or resume a run")
     p.add_argument("name", nargs="?", help="experiment name, YAML path or run folder")
-    p.add_argument("--budget", default="full", help="smoke, cpu or full (default full)")
+    p.add_argument(
+        "--budget",
+        help="smoke, cpu or full (default full; a grid of several runs needs it said, or --yes)",
+    )
+    p.add_argument("--yes", action="store_true", help="start every cell of a full grid")
     p.add_argument("--seed", type=int)
     p.add_argument(
         "--set",
@@ -207,7 +324,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run folder")
     p.add_argument("--root", default="runs", help="where run folders go")
     p.add_argument("--run-dir", help="use this folder for the run (one matrix cell only)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no bar and no progress lines")
+    p.add_argument(
+        "--progress-every",
+        type=float,
+        default=progress.DEFAULT_EVERY,
+        metavar="SECONDS",
+        help="seconds between progress lines when stdout is not a terminal (default 30)",
+    )
     p.add_argument(
         "--report",
         action="store_true",
@@ -216,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_train)
 
     p = sub.add_parser("evaluate", help="evaluate a trained run on its test episodes")
-    p.add_argument("run", help="run folder (or results/<experiment>)")
+    p.add_argument("run", help=RUN_HELP)
     p.add_argument("--episodes", type=int, help="episodes per policy (default eval.final_episodes)")
     p.add_argument("--which", default="best", choices=["best", "last"])
     p.add_argument("--seed", type=int, help="test seed (default: the one behind eval.json)")
@@ -225,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_evaluate)
 
     p = sub.add_parser("record", help="record a video, with attention where the model has one")
-    p.add_argument("run")
+    p.add_argument("run", help=RUN_HELP)
     p.add_argument("--out", help="video file (default RUN/video.mp4)")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--which", default="best", choices=["best", "last"])
@@ -256,12 +380,50 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_robustness)
 
     p = sub.add_parser("maps", help="attention figures of a trained run")
-    p.add_argument("run")
+    p.add_argument("run", help=RUN_HELP)
     p.add_argument("--out", help="folder for the PNGs (default: the run folder)")
     p.add_argument("--which", default="best", choices=["best", "last"])
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_maps)
+
+    p = sub.add_parser(
+        "import", help="import a published seed 001 agent (config.gin + model.npz) as a run"
+    )
+    p.add_argument("path", help="the authors' folder, e.g. AttentionNeuron/pretrained/cartpole_pi")
+    p.add_argument("--out", help="run folder to write (default runs/<experiment>/imported-<time>)")
+    p.add_argument("--root", default="runs", help="where the default run folder goes")
+    p.set_defaults(func=_cmd_import)
     return parser
+
+
+USER_ERRORS = (ConfigError, FileNotFoundError, NotADirectoryError, PermissionError, ValueError)
+"""What a user can fix (a config, a path, a value): one line, exit 2."""
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _internal_error(err: BaseException, args: argparse.Namespace) -> int:
+    """Anything else is a bug: say so, where the run folder is, and where the traceback went."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log = Path(tempfile.gettempdir()) / f"attn-zoo-error-{stamp}.log"
+    try:
+        log.write_text(f"attn-zoo {__version__}: {shlex.join(args.argv)}\n{traceback.format_exc()}")
+    except OSError:
+        log = None
+    print(f"attn-zoo: internal error: {type(err).__name__}: {_one_line(err)}", file=sys.stderr)
+    if args.command == "train":
+        folder = progress.current_run() or args.resume
+    else:
+        folder = getattr(args, "run", None)
+    if folder:
+        print(f"  run folder: {folder} (status.json, logs/)", file=sys.stderr)
+    if log is not None:
+        print(f"  traceback: {log}", file=sys.stderr)
+    else:
+        traceback.print_exc()
+    return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -270,9 +432,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, FileNotFoundError, ValueError) as err:
-        print(f"attn-zoo: error: {err}", file=sys.stderr)
+    except USER_ERRORS as err:
+        print(f"attn-zoo: error: {_one_line(err)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\nattn-zoo: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        return _internal_error(err, args)
 
 
 if __name__ == "__main__":

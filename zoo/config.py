@@ -31,7 +31,9 @@ import copy
 import dataclasses
 import difflib
 import itertools
-from collections.abc import Iterable, Mapping
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,32 @@ def set_dotted(body: dict[str, Any], dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
+def safe_yaml(text: str, where: str) -> Any:
+    """``yaml.safe_load`` with one-line errors naming ``where``; tags such as
+    ``!!python/object`` are refused (``safe_load`` never constructs objects).
+
+    Example:
+        >>> safe_yaml("a: !!python/object/apply:os.system [ls]", "x.yml")
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: x.yml: unsafe or unknown YAML tag '...:os.system' (line 1)
+    """
+    try:
+        return yaml.safe_load(text)
+    except yaml.constructor.ConstructorError as err:
+        mark = f" (line {err.problem_mark.line + 1})" if err.problem_mark else ""
+        problem = " ".join(str(err.problem or "").split())
+        if "constructor for the tag" in problem:
+            tag = problem.rsplit("tag ", 1)[-1].strip("'")
+            raise ConfigError(f"{where}: unsafe or unknown YAML tag {tag!r}{mark}") from None
+        raise ConfigError(f"{where}: cannot read a YAML value{mark}: {problem}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or type(err).__name__
+        raise ConfigError(f"{where}: YAML syntax error{line}: {problem}") from None
+
+
 def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
     """``["a.b=1", "policy=MlpPolicy"]`` -> ``{"a.b": 1, "policy": "MlpPolicy"}`` (YAML values).
 
@@ -86,7 +114,7 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set expects key=value, got {pair!r}")
-        value = yaml.safe_load(raw) if raw else ""
+        value = safe_yaml(raw, f"--set {pair}") if raw else ""
         # YAML reads 1e-3 as a string; a float is what every such key means.
         if isinstance(value, str) and any(c in value for c in ".eE"):
             with contextlib.suppress(ValueError):
@@ -103,6 +131,9 @@ class EvalConfig:
         freq: env steps between evaluations during training; 0 evaluates only at the end.
         n_episodes: episodes per policy per evaluation during training.
         final_episodes: test episodes per policy written to ``eval.json``.
+        final_steps: when > 0, ``eval.json`` leads with the mean return of the training
+            episodes that end in the final ``final_steps`` time steps, from the Monitor logs
+            (seed 003's table 1 metric; see :func:`zoo.evaluation.final_steps_return`).
         n_envs: parallel evaluation envs (episodes are split evenly across them).
         policies: name -> ``"deterministic"``, ``"stochastic"`` or an ε in ``[0, 1]``
             (ε-greedy around the deterministic action, for value-based agents).
@@ -120,6 +151,7 @@ class EvalConfig:
     freq: int = 0
     n_episodes: int = 10
     final_episodes: int = 100
+    final_steps: int = 0
     n_envs: int = 1
     policies: dict[str, Any] = field(default_factory=lambda: {"deterministic": "deterministic"})
     final_policies: dict[str, Any] = field(default_factory=dict)
@@ -131,7 +163,9 @@ class EvalConfig:
     METRICS = ("success_rate", "mean_reward", "mean_length")
 
     def __post_init__(self) -> None:
-        for name in ("freq", "n_episodes", "final_episodes", "n_envs", "seed", "test_seed"):
+        for name in (
+            "freq", "n_episodes", "final_episodes", "final_steps", "n_envs", "seed", "test_seed"
+        ):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"eval.{name} must be a non-negative integer, got {value!r}")
@@ -252,7 +286,7 @@ def read_family(path: str | Path) -> dict[str, dict[str, Any]]:
     """The experiments of one YAML family file, ``{name: raw config}``."""
     path = Path(path)
     with path.open() as fh:
-        data = yaml.safe_load(fh)
+        data = safe_yaml(fh.read(), str(path))
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ConfigError(f"{path}: expected a mapping of experiment name -> config mapping")
     return data
@@ -358,13 +392,16 @@ def _substitute(value: Any, variables: Mapping[str, Any]) -> Any:
 
 
 def expand(body: dict[str, Any], known_keys: Iterable[str]) -> list[tuple[str, dict[str, Any]]]:
-    """Every ``(tag, body)`` cell of the config's matrix (one ``("", body)`` without one)."""
+    """Every ``(tag, body)`` cell of the config's matrix (one ``("", body)`` without one).
+
+    A string value ``"{seed}"`` becomes the cell's seed (an int); ``{<axis>}`` the axis value.
+    """
     matrix = body.get("matrix") or {}
     if not isinstance(matrix, dict):
         raise ConfigError(f"'matrix' must be a mapping of axis -> values, got {matrix!r}")
     base = {k: v for k, v in body.items() if k != "matrix"}
     if not matrix:
-        return [("", base)]
+        return [("", _substitute(base, {"seed": base.get("seed", 0)}))]
     known = set(known_keys)
     axes: list[list[tuple[str, str, Any]]] = []
     for axis, values in matrix.items():
@@ -394,7 +431,8 @@ def expand(body: dict[str, Any], known_keys: Iterable[str]) -> list[tuple[str, d
                 set_dotted(cell, axis, value)
             else:
                 variables[axis] = value
-        cell = _substitute(cell, variables)
+        # "{seed}" is the run's seed (E7's env_kwargs.order_seed), after a seed axis is set
+        cell = _substitute(cell, {"seed": cell.get("seed", 0), **variables})
         # Seeds share a folder per cell (runs/<experiment>/<tag>/<seed>-<time>).
         tag = "-".join(label for axis, label, _ in combo if axis != "seed")
         cells.append((tag, cell))
@@ -457,8 +495,62 @@ def load_runs(
         run = RunConfig(name, tag, budget, cell, evaluation, source)
         check_keys(run, known)
         trainer.validate(run)
+        check_ranges(run)
         runs.append(run)
     return runs
+
+
+def _max_threads() -> int:
+    return 4 * (os.cpu_count() or 1)
+
+
+# Inclusive integer bounds of budgets and sizes (beyond them runs crash, hang or exhaust
+# memory long after the folder exists: torch_threads=100000 segfaults).
+INT_RANGES: dict[str, tuple[int, int | Callable[[], int]]] = {
+    "n_timesteps": (1, 10**12),
+    "n_generations": (1, 10**9),
+    "max_episode_steps": (1, 10**9),
+    "buffer_size": (1, 10**10),
+    "batch_size": (1, 10**8),
+    "save_freq": (0, 10**12),
+    "n_envs": (1, 1024),
+    "n_workers": (1, 1024),
+    "torch_threads": (1, _max_threads),
+    "population": (2, 10**7),
+    "repeats": (1, 10**6),
+    "epochs": (1, 10**7),
+    "frame_stack": (1, 1024),
+    "n_steps": (1, 10**9),
+    "learning_starts": (0, 10**12),
+    "gradient_steps": (-1, 10**6),
+}
+
+
+def check_ranges(run: RunConfig) -> None:
+    """Budgets and sizes in range, ``gamma`` in [0, 1], ``sigma0`` finite and positive.
+
+    Example:
+        >>> body = {"algo": "ppo", "torch_threads": 100000}
+        >>> check_ranges(RunConfig("x", "", "full", body, EvalConfig()))
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: x: 'torch_threads' must be between 1 and ..., got 100000
+    """
+    for key, (low, high) in INT_RANGES.items():
+        value = run.body.get(key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        top = high() if callable(high) else high
+        if not low <= value <= top:
+            raise ConfigError(f"{run.name}: {key!r} must be between {low} and {top}, got {value}")
+    gamma = run.body.get("gamma")
+    if isinstance(gamma, (int, float)) and not isinstance(gamma, bool) and not 0 <= gamma <= 1:
+        raise ConfigError(f"{run.name}: 'gamma' must be in [0, 1], got {gamma}")
+    for key in ("sigma0", "learning_rate"):
+        value = run.body.get(key)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if number and not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{run.name}: {key!r} must be finite and positive, got {value}")
 
 
 def check_type(where: str, key: str, value: Any, types: tuple[type, ...] | None) -> None:

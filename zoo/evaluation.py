@@ -17,6 +17,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize, sync_envs_normalization
 
+from attn_policies.atomic import atomic_write
 from zoo.config import EvalConfig
 
 Mode = str | float
@@ -95,6 +96,61 @@ def evaluate_policy(
     }
 
 
+def final_steps_return(
+    monitor_dir: str | Path, n_steps: int = 10_000, prefix: str = "train_"
+) -> dict[str, Any]:
+    r"""Mean return of the training episodes that end in the final ``n_steps`` time steps.
+
+    Seed 003's table 1 metric ("average of rewards over final 10000 timesteps"), read from the
+    run's Monitor logs (``<prefix>*.monitor.csv``) the way OpenAI baselines' results_plotter
+    and rl-zoo3's plots read them: the episodes of all envs (and of every resumed part) in
+    order of their end time, time steps = their cumulative lengths ``x``; an episode counts
+    when its end lies in ``(x_last - n_steps, x_last]``. Lengths are in the Monitor's steps,
+    which under SB3's ``AtariWrapper`` (Monitor innermost) are emulator frames. Returns are
+    the Monitor's, i.e. unclipped game scores.
+
+    Returns:
+        ``final_steps``, ``mean_reward``, ``std_reward`` (None without episodes),
+        ``n_episodes`` and ``total_steps`` (``x_last``).
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> rows = "r,l,t\n1.0,6000,1.0\n5.0,3000,2.0\n7.0,4000,3.0\n"
+        >>> _ = (folder / "train_0.monitor.csv").write_text('#{"t_start": 0}\n' + rows)
+        >>> r = final_steps_return(folder, 5_000)  # ends at 6000, 9000, 13000: the last two
+        >>> r["mean_reward"], r["n_episodes"], r["total_steps"]
+        (6.0, 2, 13000)
+    """
+    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
+        raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}")
+    ends, returns, lengths = [], [], []
+    for file in sorted(Path(monitor_dir).glob(f"{prefix}*.monitor.csv")):
+        first, header, *rows = file.read_text().splitlines()
+        if not rows:
+            continue
+        t_start = float(json.loads(first.lstrip("#"))["t_start"])
+        cols = [header.split(",").index(c) for c in ("r", "l", "t")]
+        table = np.array([[float(row.split(",")[c]) for c in cols] for row in rows])
+        returns.append(table[:, 0])
+        lengths.append(table[:, 1])
+        ends.append(t_start + table[:, 2])
+    empty = {"final_steps": n_steps, "mean_reward": None, "std_reward": None}
+    if not returns or not sum(len(r) for r in returns):
+        return {**empty, "n_episodes": 0, "total_steps": 0}
+    order = np.argsort(np.concatenate(ends), kind="stable")
+    r = np.concatenate(returns)[order]
+    x = np.cumsum(np.concatenate(lengths)[order])
+    window = r[x > x[-1] - n_steps]
+    return {
+        "final_steps": n_steps,
+        "mean_reward": float(window.mean()),
+        "std_reward": float(window.std()),
+        "n_episodes": int(window.size),
+        "total_steps": int(x[-1]),
+    }
+
+
 def evaluate_modes(
     model: BaseAlgorithm,
     env: VecEnv,
@@ -168,6 +224,10 @@ class KeepBestCallback(BaseCallback):
         if len(kept) != len(self.history):
             self.history = kept
             self.best = max((h["score"] for h in kept), default=-np.inf)
+        # An evaluation cut short by an interrupt (the checkpoint is from its step) runs now.
+        done = kept[-1]["step"] // self.cfg.freq if kept else 0
+        if self._last_bucket > done:
+            self.evaluate()
 
     def _on_step(self) -> bool:
         bucket = self.num_timesteps // self.cfg.freq
@@ -188,11 +248,13 @@ class KeepBestCallback(BaseCallback):
         if score >= self.best:
             self.best = score
             record["best"] = True
-            self.model.save(self.run_dir / "best_model.zip")
+            from zoo.trainers.sb3_state import save_model, save_vecnormalize
+
             if isinstance(self.eval_env, VecNormalize):
-                self.eval_env.save(str(self.run_dir / "best_vecnormalize.pkl"))
+                save_vecnormalize(self.eval_env, self.run_dir / "best_vecnormalize.npz")
+            save_model(self.model, self.run_dir / "best_model.zip")
         self.history.append(record)
-        self.history_path.write_text(json.dumps(self.history, indent=1))
+        atomic_write(self.history_path, json.dumps(self.history, indent=1))
         for name, r in summary(results).items():
             for metric in ("mean_reward", "mean_length", "success_rate"):
                 if r[metric] is not None:

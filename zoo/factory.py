@@ -4,6 +4,8 @@ Env stack, innermost first (as SB3's ``make_vec_env`` and rl-baselines3-zoo buil
 ``gym.make(env, **env_kwargs)`` -> ``Monitor`` (true episode returns, even under Atari's
 life-loss and reward-clipping wrappers) -> ``env_wrapper`` in order -> ``DummyVecEnv`` /
 ``SubprocVecEnv`` -> ``VecFrameStack(frame_stack)`` -> ``VecNormalize(normalize)``.
+An env whose entry point takes ``order_seed`` gets the run seed there unless ``env_kwargs``
+sets it, so every env of a run (training actors, evaluation, replays) shares one order.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.utils import LinearSchedule
@@ -28,6 +31,7 @@ from stable_baselines3.common.vec_env import (
 )
 
 import attn_envs  # noqa: F401  (registers the attn_envs/... ids)
+from attn_envs.registration import make_args
 from attn_policies.extractors import POLICIES
 from zoo.config import ConfigError, RunConfig, nearest
 from zoo.registry import resolve
@@ -121,6 +125,30 @@ def resolve_wrappers(specs: list[WrapperSpec]) -> list[tuple[type, dict[str, Any
     return out
 
 
+def env_spec(env_id: str) -> Any:
+    """``gym.spec`` of an id, also in ``gym.make``'s ``"module:EnvId"`` form (the module is
+    imported first to register it, e.g. ``pybullet_envs_gymnasium:AntBulletEnv-v0``)."""
+    module, sep, name = env_id.rpartition(":")
+    if sep and "/" not in module:
+        import importlib
+
+        importlib.import_module(module)
+        env_id = name
+    return gym.spec(env_id)
+
+
+def takes_order_seed(env_id: str) -> bool:
+    """Whether the registered env's entry point has an ``order_seed`` argument (E7's
+    distractor envs): the zoo then sets it to the run seed unless ``env_kwargs`` does."""
+    try:
+        creator = env_spec(env_id).entry_point
+        if isinstance(creator, str):
+            creator = load_env_creator(creator)
+        return "order_seed" in inspect.signature(creator).parameters
+    except Exception:  # unknown ids fail later, with gym's own message
+        return False
+
+
 def make_env_fn(
     run: RunConfig,
     monitor_file: str | None = None,
@@ -133,6 +161,9 @@ def make_env_fn(
     """
     env_id = run.body["env"]
     env_kwargs = dict(run.body.get("env_kwargs") or {})
+    if "order_seed" not in env_kwargs and takes_order_seed(env_id):
+        # E7: the feature order is a property of the run, shared by all of its envs.
+        env_kwargs["order_seed"] = run.seed
     if render_mode is not None:
         env_kwargs["render_mode"] = render_mode
     wrappers = resolve_wrappers(wrapper_specs(run.body.get("env_wrapper")))
@@ -142,7 +173,8 @@ def make_env_fn(
             import ale_py
 
             gym.register_envs(ale_py)
-        env = gym.make(env_id, **env_kwargs)
+        make_id, make_kwargs = make_args(env_id, env_kwargs)  # "attn_envs:" for subprocesses
+        env = gym.make(make_id, **make_kwargs)
         env = Monitor(env, filename=monitor_file)
         for cls, kwargs in wrappers:
             env = cls(env, **kwargs)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from attn_policies.maps import (
     doorkey_attention_figure,
     doorkey_nodes,
     feature_attention_figure,
+    plot_feature_attention,
     plot_grid_attention,
     saliency_figure,
     top_patches_figure,
@@ -45,13 +45,17 @@ from attn_policies.maps import (
 from zoo import factory
 from zoo.plots import run_identity
 from zoo.record import (
+    as_agent,
+    attention_model,
     first_observation,
     grab_frame,
     has_attention,
     layer_module,
     layer_rows,
+    model_attention,
+    model_name,
     open_env,
-    policy_module,
+    pick_layer,
     vecnormalize_file,
 )
 from zoo.runs import Run, load
@@ -95,13 +99,13 @@ def run_maps(
     out.mkdir(parents=True, exist_ok=True)
     model = handle.model(which)
     if not has_attention(model):
-        name = type(policy_module(model)).__name__
         raise ValueError(
-            f"{handle.path}: the model ({name}) has no attention layer, so there are no "
-            "attention maps to draw"
+            f"{handle.path}: the model ({model_name(model)}) has no attention layer, so there "
+            "are no attention maps to draw"
         )
     if handle.config.algo == "classifier":
         return _classifier_maps(handle, model, out, seed)
+    model = as_agent(model, handle.config)
     env_id = str(handle.config.body.get("env", ""))
     if "DoorKey" in env_id:
         return [_doorkey_map(handle, model, out, which, seed)]
@@ -149,7 +153,7 @@ def _doorkey_map(handle: Run, model: Any, out: Path, which: str, seed: int) -> P
                 break
     finally:
         venv.close()
-    fig = doorkey_attention_figure(model, best)
+    fig = doorkey_attention_figure(attention_model(model), best)
     missing = sorted({"agent", "key", "door"} - set(best_nodes))
     note = f"; not in view: {', '.join(missing)}" if missing else ""
     return _save(
@@ -169,14 +173,16 @@ def _feature_map(handle: Run, model: Any, out: Path, which: str, seed: int) -> P
     env = factory.make_single_env(handle.config)
     stats = vecnormalize_file(handle.path, which)
     if handle.config.body.get("normalize") and stats.exists():
-        # The saved VecNormalize (the object SB3 pickles) normalises one observation as well.
-        with stats.open("rb") as fh:
-            norm = pickle.load(fh)
+        from zoo.trainers.sb3_state import normalizer
+
+        normalize = normalizer(stats, handle.config)  # saved statistics only, never unpickled
         env = TransformObservation(
-            env, lambda o: norm.normalize_obs(o).astype(np.float32), env.observation_space
+            env, lambda o: normalize(o).astype(np.float32), env.observation_space
         )
     try:
-        fig = feature_attention_figure(model, env, n_steps=FEATURE_STEPS, seed=seed)
+        fig = feature_attention_figure(
+            attention_model(model), env, n_steps=FEATURE_STEPS, seed=seed
+        )
     finally:
         env.close()
     return _save(
@@ -226,7 +232,9 @@ def _image_maps(handle: Run, model: Any, out: Path, which: str, seed: int) -> li
             )
             obs, _, starts, _ = venv.step(action)
         frame = grab_frame(venv)
-        maps = attention_maps(model, obs)
+        if len(venv.observation_space.shape or ()) == 1:
+            return [_vector_map(handle, model, out, venv, seed)]
+        maps = model_attention(model, obs, state, starts)  # an ES agent keeps this state
         paths, skipped = [], []
         for layer, weights in maps.items():
             name = f"{_name(handle)}: {layer} (step {IMAGE_WARMUP}, seed {seed})"
@@ -236,7 +244,7 @@ def _image_maps(handle: Run, model: Any, out: Path, which: str, seed: int) -> li
                 screen, size, origins = patches
                 neuron = "Neuron" in type(layer_module(model, layer)).__name__
                 fig = top_patches_figure(
-                    model,
+                    attention_model(model),
                     obs,
                     screen,
                     patch_size=size,
@@ -252,7 +260,7 @@ def _image_maps(handle: Run, model: Any, out: Path, which: str, seed: int) -> li
                 skipped.append(f"{layer} ({n_keys} keys)")
                 continue
             background = frame if frame is not None else _newest_frame(obs)
-            fig = saliency_figure(model, obs, background, layer=layer, rows=rows)
+            fig = saliency_figure(attention_model(model), obs, background, layer=layer, rows=rows)
             paths.append(_save(fig, path, name))
     finally:
         venv.close()
@@ -262,6 +270,38 @@ def _image_maps(handle: Run, model: Any, out: Path, which: str, seed: int) -> li
             f"{', '.join(skipped)}"
         )
     return paths
+
+
+def _vector_map(handle: Run, model: Any, out: Path, venv: VecEnv, seed: int) -> Path:
+    """Vector observations (E3/E4's AttentionNeuron): queries x observation entries over
+    ``FEATURE_STEPS`` steps of a seeded episode, as the model acts."""
+    venv.seed(seed)
+    obs = venv.reset()
+    state, starts = None, np.ones(1, dtype=bool)
+    panels, layer = [], None
+    for t in range(FEATURE_STEPS):
+        maps = model_attention(model, obs, state, starts)
+        layer = layer or pick_layer(maps)
+        if layer is None:
+            raise ValueError(f"{handle.path}: the forward pass recorded no attention")
+        panels.append(maps[layer][0])  # (heads, queries, keys)
+        if t < FEATURE_STEPS - 1:
+            action, state = model.predict(
+                obs, state=state, episode_start=starts, deterministic=True
+            )
+            obs, _, starts, _ = venv.step(action)
+    n_queries, n_keys = panels[0].shape[-2:]
+    fig = plot_feature_attention(
+        torch.stack(panels),
+        [f"obs[{i}]" for i in range(n_keys)],
+        query_names=[f"q{j}" for j in range(n_queries)],
+    )
+    return _save(
+        fig,
+        out / f"attention_{_slug(layer)}.png",
+        f"{_name(handle)}: {layer}, queries x observation entries over {FEATURE_STEPS} "
+        f"steps (seed {seed})",
+    )
 
 
 def _newest_frame(obs: Any) -> np.ndarray:

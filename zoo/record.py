@@ -78,7 +78,9 @@ def open_env(run: Run, which: str = "best", render: bool = True) -> VecEnv:
     if isinstance(venv, VecNormalize):
         stats = vecnormalize_file(run.path, which)
         if stats.exists():
-            venv = VecNormalize.load(str(stats), venv.venv)
+            from zoo.trainers.sb3_state import load_vecnormalize
+
+            venv = load_vecnormalize(venv, stats)  # statistics only: nothing is unpickled
         venv.training, venv.norm_reward = False, False
     return venv
 
@@ -98,9 +100,113 @@ def grab_frame(venv: VecEnv) -> np.ndarray | None:
     return np.ascontiguousarray(frame[..., :3]).astype(np.uint8)
 
 
+class PolicyAgent(nn.Module):
+    """An ES run's policy (``forward(obs, state) -> (output, state)``) as an agent.
+
+    :meth:`predict` acts as SB3's does (state carried by the caller, zeroed where
+    ``episode_start``); :meth:`forward` maps one batch of observations to the raw output from
+    :attr:`state`, so attention figures see the policy as it acts. Integer observations
+    (raw screens) reach the policy as integers, as in training, even after
+    :func:`~attn_policies.maps.attention_maps` turned them into floats.
+
+    Example:
+        >>> from gymnasium import spaces
+        >>> from attn_policies.neuron import AttentionNeuronPolicy
+        >>> _ = torch.manual_seed(0)
+        >>> agent = PolicyAgent(AttentionNeuronPolicy.cartpole(), spaces.Box(-1, 1, (1,)))
+        >>> action, state = agent.predict(np.zeros((2, 5), np.float32))
+        >>> action.shape, type(state).__name__
+        ((2, 1), 'PolicyState')
+    """
+
+    def __init__(
+        self,
+        policy: nn.Module,
+        action_space: gym.Space,
+        action_fn: Any = None,
+    ) -> None:
+        super().__init__()
+        from attn_policies.algorithms.es_eval import default_action_fn
+
+        self.policy = policy.eval()
+        self.action_fn = action_fn or default_action_fn(action_space)
+        self.state: Any = None
+        self.obs_dtype: torch.dtype | None = None
+
+    def start_state(self, state: Any, episode_start: Any = None) -> Any:
+        """``state`` with the rows where ``episode_start`` is True back at the initial state."""
+        if state is None or episode_start is None or not np.any(episode_start):
+            return state
+        if np.all(episode_start) or not hasattr(self.policy, "reset_state"):
+            return None
+        return self.policy.reset_state(state, torch.as_tensor(np.asarray(episode_start)))
+
+    def _input(self, obs: Any) -> torch.Tensor:
+        x = torch.as_tensor(np.asarray(obs)) if not isinstance(obs, torch.Tensor) else obs
+        return x.float() if x.is_floating_point() else x
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.obs_dtype is not None and not self.obs_dtype.is_floating_point:
+            obs = obs.round().to(self.obs_dtype)  # exact: the floats came from these integers
+        return self.policy(obs, self.state)[0]
+
+    @torch.no_grad()
+    def predict(
+        self,
+        obs: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray, Any]:
+        """Env actions for a batch of observations, and the state for the next ones."""
+        x = self._input(obs)
+        self.obs_dtype = x.dtype
+        out, state = self.policy(x, self.start_state(state, episode_start))
+        return self.action_fn(out.numpy()), state
+
+
+def as_agent(model: Any, run: Any) -> Any:
+    """``model`` with SB3's ``predict``: a bare ES policy module becomes a :class:`PolicyAgent`
+    (with the run's ``action_fn``); SB3 models and BC students already have one."""
+    if hasattr(model, "predict") or not isinstance(model, nn.Module):
+        return model
+    from attn_policies.extractors import import_object
+    from zoo.trainers.cmaes import _spaces
+
+    action_fn = run.body.get("action_fn")
+    return PolicyAgent(model, _spaces(run)[1], import_object(action_fn) if action_fn else None)
+
+
 def policy_module(model: Any) -> nn.Module:
-    """The ``nn.Module`` whose forward pass :func:`attention_maps` runs for ``model``."""
-    return model.policy if isinstance(model, BaseAlgorithm) else model
+    """The ``nn.Module`` whose forward pass :func:`attention_maps` runs for ``model``: an SB3
+    model's policy, a BC student's network, or the module itself."""
+    if isinstance(model, BaseAlgorithm):
+        return model.policy
+    student = getattr(model, "student", None)
+    return student if isinstance(student, nn.Module) else model
+
+
+def model_attention(
+    model: Any, obs: Any, state: Any = None, episode_start: Any = None
+) -> dict[str, torch.Tensor]:
+    """:func:`attention_maps` of ``model`` on ``obs``; a :class:`PolicyAgent` runs from
+    ``state`` (zeroed where ``episode_start``), the state it acts from on ``obs``."""
+    if isinstance(model, PolicyAgent):
+        model.state = model.start_state(state, episode_start)
+        model.obs_dtype = model._input(obs).dtype  # even before the first predict
+    return attention_maps(attention_model(model), obs)
+
+
+def attention_model(model: Any) -> Any:
+    """What :mod:`attn_policies.maps` takes for ``model``: an SB3 model itself (its policy
+    preprocesses the observations), otherwise :func:`policy_module`."""
+    return model if isinstance(model, BaseAlgorithm) else policy_module(model)
+
+
+def model_name(model: Any) -> str:
+    """The class name of the network behind ``model`` (an ES agent's policy, not the agent)."""
+    module = model.policy if isinstance(model, PolicyAgent) else policy_module(model)
+    return type(module).__name__
 
 
 def has_attention(model: Any) -> bool:
@@ -344,7 +450,7 @@ def record(
         )
     if n_steps < 1:
         raise ValueError(f"n_steps must be at least 1, got {n_steps}")
-    model = handle.model(which)
+    model = as_agent(handle.model(which), handle.config)
     overlay = overlay and has_attention(model)
     doorkey = "DoorKey" in str(handle.config.body.get("env", ""))
     out_path = Path(out) if out is not None else handle.path / "video.mp4"
@@ -367,7 +473,7 @@ def record(
             _text(frame, f"episode {episode}  step {step_in_episode}", (6, 18))
             if overlay:
                 frame = np.concatenate(
-                    [frame, _attention_panel(model, obs, doorkey, shape)], axis=1
+                    [frame, _attention_panel(model, obs, doorkey, shape, state, starts)], axis=1
                 )
             frame = _even(frame)
             if writer is None:
@@ -393,10 +499,17 @@ def _even(frame: np.ndarray) -> np.ndarray:
     return frame[: frame.shape[0] // 2 * 2, : frame.shape[1] // 2 * 2]
 
 
-def _attention_panel(model: Any, obs: Any, doorkey: bool, shape: tuple[int, int]) -> np.ndarray:
+def _attention_panel(
+    model: Any,
+    obs: Any,
+    doorkey: bool,
+    shape: tuple[int, int],
+    state: Any = None,
+    starts: Any = None,
+) -> np.ndarray:
     """The side panel for one observation, ``shape[0]`` rows high and as wide."""
     size = shape[0] - _TITLE_BAND
-    maps = attention_maps(model, obs)
+    maps = model_attention(model, obs, state, starts)
     layer = pick_layer(maps)
     if layer is None:  # e.g. a layer that declined to record an oversized map
         return render_panel(None, size, title="attention")
@@ -404,6 +517,6 @@ def _attention_panel(model: Any, obs: Any, doorkey: bool, shape: tuple[int, int]
     if doorkey and saliency.ndim == 2:
         saliency = saliency.T  # MiniGrid views are [x, y]: show them upright
     background = _panel_background(obs, saliency, doorkey) if saliency.ndim == 2 else None
-    short = re.sub(r"^(q_net\.)?(pi_)?(features_extractor\.)?", "", layer)
+    short = re.sub(r"^(policy\.)?(q_net\.)?(pi_)?(features_extractor\.|extractor\.)?", "", layer)
     short = short if len(short) <= 30 else "..." + short[-27:]
     return render_panel(saliency, size, background, title=f"{short}: attention received")

@@ -7,6 +7,8 @@ import path ``"package.module:Name"`` / ``"package.module.Name"``.
 
 from __future__ import annotations
 
+import inspect
+import sys
 from typing import Any
 
 import torch.nn
@@ -46,6 +48,8 @@ WRAPPERS: dict[str, str] = {
     )
 } | {
     "AtariWrapper": "stable_baselines3.common.atari_wrappers:AtariWrapper",
+    "AtariCropWrapper": "attn_envs.atari_frames:AtariCropWrapper",
+    "NoopResetEnv": "stable_baselines3.common.atari_wrappers:NoopResetEnv",
     "TimeLimit": "gymnasium.wrappers:TimeLimit",
     "FlattenObservation": "gymnasium.wrappers:FlattenObservation",
     "ClipReward": "gymnasium.wrappers:ClipReward",
@@ -75,6 +79,42 @@ REGISTRIES: dict[str, dict[str, str]] = {
 }
 
 
+def _base_classes() -> dict[str, tuple[type, ...]]:
+    """The class every resolved name of a kind must be (checked before anything is called)."""
+    import gymnasium as gym
+    from stable_baselines3.common.base_class import BaseAlgorithm
+    from stable_baselines3.common.buffers import ReplayBuffer
+    from stable_baselines3.common.policies import BasePolicy
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+
+    return {
+        "algo": (BaseAlgorithm,),
+        "policy": (BasePolicy,),
+        "extractor": (BaseFeaturesExtractor,),
+        "replay buffer": (ReplayBuffer,),
+        "wrapper": (gym.Wrapper,),
+        "optimizer": (torch.optim.Optimizer,),
+        "activation": (torch.nn.Module,),
+    }
+
+
+def check_kind(kind: str, name: str, obj: Any) -> Any:
+    """``obj`` if it is a class of the expected kind, else a ``ValueError`` naming it.
+
+    Example:
+        >>> check_kind("wrapper", "os:system", __import__("os").system)
+        Traceback (most recent call last):
+        ...
+        ValueError: wrapper 'os:system' is a builtin_function_or_method, not a subclass of Wrapper
+    """
+    bases = _base_classes()[kind]
+    if isinstance(obj, type) and issubclass(obj, bases):
+        return obj
+    what = f"class {obj.__name__}" if isinstance(obj, type) else type(obj).__name__
+    names = " or ".join(b.__name__ for b in bases)
+    raise ValueError(f"{kind} {name!r} is a {what}, not a subclass of {names}")
+
+
 def resolve(kind: str, name: str) -> Any:
     """The object a short name or import path names.
 
@@ -98,8 +138,50 @@ def resolve(kind: str, name: str) -> Any:
     if kind == "activation" and key.startswith("nn."):
         key = key[3:]
     if key in registry:
-        return import_object(registry[key])
-    return _resolve(name, registry, kind)
+        return check_kind(kind, name, import_object(registry[key]))
+    return check_kind(kind, name, _resolve(name, registry, kind))
+
+
+def resolve_module_builder(name: str, what: str = "policy") -> Any:
+    """A ``torch.nn.Module`` subclass, or a classmethod preset of one (``"module:Cls.preset"``).
+
+    Anything else (a function such as ``os:system``) is refused before it is called.
+
+    Example:
+        >>> resolve_module_builder("attn_policies.neuron:AttentionNeuronPolicy.cartpole").__name__
+        'cartpole'
+    """
+    obj = import_object(name)
+    owner = getattr(obj, "__self__", None)
+    if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
+        return obj
+    if inspect.ismethod(obj) and isinstance(owner, type) and issubclass(owner, torch.nn.Module):
+        return obj
+    raise ValueError(
+        f"{what} {name!r} is a {type(obj).__name__}, not a torch.nn.Module subclass or a "
+        "classmethod of one"
+    )
+
+
+def resolve_function(name: str, what: str) -> Any:
+    """A plain Python function from a package (not a builtin, class or standard-library
+    function such as ``os:system`` or ``shutil:rmtree``), checked before it is called.
+
+    Example:
+        >>> resolve_function("shutil:rmtree", "action_fn")
+        Traceback (most recent call last):
+        ...
+        ValueError: action_fn 'shutil:rmtree' is a standard-library function; ...
+    """
+    obj = import_object(name)
+    if not inspect.isfunction(obj):
+        raise ValueError(f"{what} {name!r} is a {type(obj).__name__}, not a Python function")
+    root = (obj.__module__ or "").split(".")[0]
+    if root in sys.stdlib_module_names or root == "builtins":
+        raise ValueError(
+            f"{what} {name!r} is a standard-library function; give a function of your package"
+        )
+    return obj
 
 
 def is_activation(obj: Any) -> bool:

@@ -170,7 +170,7 @@ def _env_params(run: RunConfig) -> set[str]:
     """Named parameters of the run's env entry point (the screen presets take perturbations)."""
     from attn_policies.extractors import import_object
 
-    entry = gym.spec(run.body["env"]).entry_point
+    entry = factory.env_spec(run.body["env"]).entry_point
     target = import_object(entry) if isinstance(entry, str) else entry
     try:
         return set(inspect.signature(target).parameters)

@@ -4,8 +4,11 @@
 
 - ``config.yml``: the resolved config (budget, overrides and matrix cell applied), loadable
   again with ``attn-zoo train runs/.../config.yml``; ``command.txt``: how it was started;
-- ``status.json``: ``running`` / ``interrupted`` / ``finished``, steps done, wall time;
-- ``checkpoints/``: the last checkpoint (model, replay buffer, normalisation statistics);
+- ``status.json``: ``running`` / ``interrupted`` / ``failed`` (with the ``reason``) /
+  ``finished``, steps done, wall time;
+- ``run.lock``: locked by the process training the run (a second ``resume`` is refused);
+- ``checkpoints/``: the last checkpoint (model, replay buffer, normalisation statistics),
+  written atomically;
 - ``monitor/``: Monitor CSVs; ``logs/part<k>/``: SB3 ``progress.csv`` and TensorBoard events
   (one part per start or resume);
 - ``evaluations.json`` and ``best_model.zip``: periodic evaluations and the best model;
@@ -15,8 +18,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import shlex
+import socket
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -27,8 +33,17 @@ from typing import Any
 
 import torch
 
+from attn_policies.atomic import atomic_write
 from zoo.config import ConfigError, RunConfig, load_runs
 from zoo.trainers import get_trainer
+
+
+def read_json(path: Path) -> Any:
+    """A run file's JSON; a damaged one is one :class:`ConfigError` naming it."""
+    try:
+        return json.loads(path.read_text())
+    except ValueError as err:
+        raise ConfigError(f"{path}: not valid JSON ({err})") from None
 
 
 @dataclass
@@ -41,12 +56,15 @@ class Run:
     @property
     def status(self) -> dict[str, Any]:
         path = self.path / "status.json"
-        return json.loads(path.read_text()) if path.exists() else {}
+        status = read_json(path) if path.exists() else {}
+        if not isinstance(status, dict):
+            raise ConfigError(f"{path}: expected a JSON mapping")
+        return status
 
     @property
     def eval(self) -> dict[str, Any]:
         """The final evaluation (``eval.json``)."""
-        return json.loads((self.path / "eval.json").read_text())
+        return read_json(self.path / "eval.json")
 
     def model(self, which: str = "best") -> Any:
         """The trained model: ``"best"`` (kept by evaluation, else the final one) or ``"last"``."""
@@ -54,20 +72,94 @@ class Run:
 
     def write_status(self, **fields: Any) -> None:
         status = {**self.status, **fields, "updated": datetime.now().isoformat(timespec="seconds")}
-        (self.path / "status.json").write_text(json.dumps(status, indent=1))
+        atomic_write(self.path / "status.json", json.dumps(status, indent=1))
+
+
+class RunLockedError(ConfigError):
+    """The run folder is in use by a live process (training or resuming it)."""
+
+
+class RunLock:
+    """An exclusive lock on a run folder, held while a process trains or resumes it.
+
+    ``run.lock`` is locked with ``flock``, which the kernel releases when the process dies
+    however it dies, so a lock left by a killed process is stale by construction: the file
+    still names the dead process, and the next taker says so (``stale``) and takes it.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> with RunLock(folder):
+        ...     RunLock(folder).acquire()
+        Traceback (most recent call last):
+        ...
+        zoo.runs.RunLockedError: ... is in use by process ... (run.lock); wait for it to end
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.file = Path(path) / "run.lock"
+        self.fd: int | None = None
+        self.stale: dict[str, Any] | None = None
+
+    def acquire(self) -> RunLock:
+        import fcntl
+
+        fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = self._read(fd)
+            os.close(fd)
+            raise RunLockedError(
+                f"{self.file.parent} is in use by process {holder.get('pid', '?')} on "
+                f"{holder.get('host', '?')} (run.lock); wait for it to end"
+            ) from None
+        previous = self._read(fd)
+        if previous.get("pid") not in (None, os.getpid()):
+            self.stale = previous  # its holder died without unlocking
+        os.ftruncate(fd, 0)
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        self.fd = fd
+        return self
+
+    @staticmethod
+    def _read(fd: int) -> dict[str, Any]:
+        try:
+            data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+            return data if isinstance(data, dict) else {}
+        except ValueError:
+            return {}
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+    def __enter__(self) -> RunLock:
+        return self if self.fd is not None else self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def new_run_dir(run: RunConfig, root: str | Path = "runs") -> Path:
+    """Create and return a fresh run folder; ``mkdir`` decides, so two processes started
+    in the same second never share one."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     base = Path(root) / run.experiment
     if run.tag:
         base = base / run.tag
-    path = base / f"{run.seed}-{stamp}"
-    k = 1
-    while path.exists():
-        k += 1
-        path = base / f"{run.seed}-{stamp}-{k}"
-    return path
+    base.mkdir(parents=True, exist_ok=True)
+    for k in itertools.count(1):
+        path = base / (f"{run.seed}-{stamp}" if k == 1 else f"{run.seed}-{stamp}-{k}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")
 
 
 def _resolve_runs(
@@ -152,37 +244,56 @@ def _train_one(
     command: str | None,
     run_dir: str | Path | None = None,
 ) -> Run:
-    path = Path(run_dir) if run_dir is not None else new_run_dir(run, root)
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "config.yml").write_text(run.to_yaml())
-    (path / "command.txt").write_text((command or shlex.join(sys.argv)) + "\n")
-    handle = Run(path, run)
-    handle.write_status(experiment=run.experiment, tag=run.tag, budget=run.budget, seed=run.seed)
-    return _execute(handle, callbacks, progress_bar, resume=False)
+    if run_dir is not None:
+        path = Path(run_dir)
+        path.mkdir(parents=True, exist_ok=True)
+    else:
+        path = new_run_dir(run, root)
+    with RunLock(path) as lock:
+        atomic_write(path / "config.yml", run.to_yaml())
+        atomic_write(path / "command.txt", (command or shlex.join(sys.argv)) + "\n")
+        handle = Run(path, run)
+        handle.write_status(
+            experiment=run.experiment, tag=run.tag, budget=run.budget, seed=run.seed
+        )
+        return _execute(handle, callbacks, progress_bar, resume=False, lock=lock)
 
 
-def _execute(handle: Run, callbacks: Sequence[Any], progress_bar: bool, resume: bool) -> Run:
+def _execute(
+    handle: Run,
+    callbacks: Sequence[Any],
+    progress_bar: bool,
+    resume: bool,
+    lock: RunLock | None = None,
+) -> Run:
     trainer = get_trainer(handle.config.algo)
     if handle.config.get("torch_threads"):  # every trainer honours the key the same way
         torch.set_num_threads(int(handle.config.get("torch_threads")))
     wall = float(handle.status.get("wall_seconds", 0.0))
     start = time.perf_counter()
-    handle.write_status(state="running")
+    handle.write_status(state="running", reason=None, pid=os.getpid())
     try:
         steps = trainer.train(handle, callbacks=callbacks, progress_bar=progress_bar, resume=resume)
+        handle.write_status(
+            state="trained",
+            num_timesteps=steps,
+            wall_seconds=round(wall + time.perf_counter() - start, 1),
+        )
+        result = trainer.evaluate(handle.path, handle.config)
     except KeyboardInterrupt:
         handle.write_status(
             state="interrupted", wall_seconds=round(wall + time.perf_counter() - start, 1)
         )
         raise
-    handle.write_status(
-        state="trained",
-        num_timesteps=steps,
-        wall_seconds=round(wall + time.perf_counter() - start, 1),
-    )
-    result = trainer.evaluate(handle.path, handle.config)
+    except BaseException as err:  # any failure: the folder says so, with the reason
+        handle.write_status(
+            state="failed",
+            reason=f"{type(err).__name__}: {err}".splitlines()[0][:500],
+            wall_seconds=round(wall + time.perf_counter() - start, 1),
+        )
+        raise
     result["wall_seconds"] = handle.status["wall_seconds"]
-    (handle.path / "eval.json").write_text(json.dumps(result, indent=1))
+    atomic_write(handle.path / "eval.json", json.dumps(result, indent=1))
     handle.write_status(state="finished")
     return handle
 
@@ -210,9 +321,16 @@ def resume(
     The resumed run ends at the same step count an uninterrupted one would.
     """
     handle = load(path)
-    if handle.status.get("state") == "finished":
-        raise ConfigError(f"{path} has already finished; nothing to resume")
-    return _execute(handle, callbacks, progress_bar, resume=True)
+    with RunLock(handle.path) as lock:  # refused while another process trains it
+        if handle.status.get("state") == "finished":
+            raise ConfigError(f"{path} has already finished; nothing to resume")
+        if lock.stale is not None:
+            print(
+                f"{handle.path}: taking over the stale lock of process {lock.stale.get('pid')}, "
+                "which ended without releasing it",
+                file=sys.stderr,
+            )
+        return _execute(handle, callbacks, progress_bar, resume=True, lock=lock)
 
 
 def evaluate(
@@ -231,10 +349,12 @@ def evaluate(
         seed: test seed (default ``eval.test_seed``, which reproduces ``eval.json``).
         write: also write the result to ``eval.json``.
     """
+    if n_episodes is not None and (isinstance(n_episodes, bool) or int(n_episodes) < 1):
+        raise ConfigError(f"the number of test episodes must be positive, got {n_episodes}")
     handle = run if isinstance(run, Run) else load(run)
     result = get_trainer(handle.config.algo).evaluate(
         handle.path, handle.config, n_episodes=n_episodes, which=which, seed=seed
     )
     if write:
-        (handle.path / "eval.json").write_text(json.dumps(result, indent=1))
+        atomic_write(handle.path / "eval.json", json.dumps(result, indent=1))
     return result

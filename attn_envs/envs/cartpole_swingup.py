@@ -369,6 +369,7 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._state: FloatArray | None = None  # (4, B): contiguous rows for the physics
+        self._obs = np.zeros((self.num_envs, 5), dtype=np.float32)  # last observation
         self.steps = np.zeros(self.num_envs, dtype=np.int64)
         self.done = np.zeros(self.num_envs, dtype=np.bool_)
 
@@ -413,7 +414,8 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         # Rebind rather than write in place, as step() does: arrays handed out stay snapshots.
         self.steps = np.where(mask, 0, self.steps)
         self.done = self.done & ~mask
-        return swingup_observation(self._state), {}
+        self._obs = swingup_observation(self._state)
+        return self._obs.copy(), {}
 
     def step(
         self, actions: ArrayLike
@@ -428,14 +430,26 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
                 f"actions must have shape ({self.num_envs},) or ({self.num_envs}, 1), got {a.shape}"
             )
         ended = self.done
-        state = swingup_dynamics(self._state, a.reshape(self.num_envs))
-        if self.autoreset:
-            self.steps += 1
-        else:
-            state = np.where(ended, self._state, state)
-            self.steps += ~ended
         live = ~ended
-        rewards = np.where(live, swingup_reward(state), 0.0)
+        a = a.reshape(self.num_envs)
+        if self.autoreset:
+            state = swingup_dynamics(self._state, a)
+            self.steps += 1
+            rewards = np.where(live, swingup_reward(state), 0.0)
+            obs = None
+        else:
+            # Frozen copies are not stepped: an ES generation soon has most copies ended.
+            # The maths is elementwise, so a copy's result does not depend on the others.
+            idx = np.flatnonzero(live)
+            state = self._state.copy()
+            rewards = np.zeros(self.num_envs)
+            obs = self._obs.copy()
+            if idx.size:
+                new = swingup_dynamics(self._state[:, idx], a[idx])
+                state[:, idx] = new
+                rewards[idx] = swingup_reward(new)
+                obs[idx] = swingup_observation(new)
+            self.steps += live
         terminations = live & (np.abs(state[0]) > X_THRESHOLD)
         truncations = live & (self.steps >= self.max_episode_steps)
         if self.autoreset:
@@ -447,7 +461,10 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         else:
             self.done = ended | terminations | truncations
         self._state = state
-        return swingup_observation(state), rewards, terminations, truncations, {}
+        if obs is None:
+            obs = swingup_observation(state)
+        self._obs = obs
+        return obs.copy(), rewards, terminations, truncations, {}
 
     def _reset_mask(self, options: dict[str, Any] | None) -> NDArray[np.bool_]:
         if not options or options.get("reset_mask") is None:

@@ -9,16 +9,19 @@ authors' code; the best individual ever sampled is kept too.
 
 Checkpoints (:meth:`CMAESTrainer.save` / :meth:`CMAESTrainer.restore`) hold
 
-- ``cma_state-<generation>.pkl``: the pycma object, pickled; it is read back with an
-  unpickler that only admits pycma, numpy and builtin container classes, so a tampered file
-  cannot run code;
+- ``cma_state-<generation>.npz``: pycma's state as data only: arrays plus a JSON description
+  of its object graph, read with ``allow_pickle=False``. Only pycma's own state classes may
+  be named (created without running any of their code); options, the logger and every
+  function come from the optimiser rebuilt from the config, so a tampered file cannot run
+  code. Old pickled states are refused (:func:`convert_pickled_state` converts files you
+  trust);
 - ``solutions-<generation>.pt``: favourite and best parameter vectors
   (``torch.load(weights_only=True)``);
 - ``trainer.json``, written last: generation, env steps, best fitness, the task-seed
   generator state and the names of the two files above.
 
 pycma samples from its ``randn`` option, which is given a ``RandomState`` owned by the
-optimiser (and pickled with it), so a restored run continues bit for bit.
+optimiser (its state stored with it), so a restored run continues bit for bit.
 
 Example:
     >>> from attn_policies.algorithms.es_eval import BatchedEvaluator, PolicyFactory, RolloutSpec
@@ -35,21 +38,24 @@ Example:
 
 from __future__ import annotations
 
+import difflib
+import functools
 import io
 import json
 import pickle
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import cma
 import numpy as np
 import torch
 
 from attn_policies.algorithms.es_eval import Evaluator
+from attn_policies.atomic import atomic_write
 
-__all__ = ["CMAES", "CMAESConfig", "CMAESTrainer", "safe_unpickle"]
+__all__ = ["CMAES", "CMAESConfig", "CMAESTrainer", "StateFormatError", "convert_pickled_state"]
 
 
 @dataclass
@@ -71,43 +77,239 @@ class CMAESConfig:
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.population < 2 or self.repeats < 1 or not self.sigma0 > 0:
+        if self.population < 2 or self.repeats < 1 or not 0 < self.sigma0 < float("inf"):
             raise ValueError(
-                f"need population >= 2, repeats >= 1, sigma0 > 0; got {self.population}, "
+                f"need population >= 2, repeats >= 1, finite sigma0 > 0; got {self.population}, "
                 f"{self.repeats}, {self.sigma0}"
             )
+        known = cma.CMAOptions.defaults()
+        for key in self.options:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), list(known), n=3)
+                hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+                raise ValueError(f"unknown pycma option {key!r}.{hint}")
 
 
-class _SafeUnpickler(pickle.Unpickler):
-    """Only pycma, numpy and builtin containers: what a pickled ``CMAEvolutionStrategy`` uses."""
-
-    BUILTINS = frozenset(
-        {"dict", "list", "tuple", "set", "frozenset", "int", "float", "complex", "str",
-         "bytes", "bool", "slice", "range", "object", "getattr"}
-    )  # fmt: skip
-
-    def find_class(self, module: str, name: str) -> Any:
-        root = module.split(".")[0]
-        if root in ("cma", "numpy") or (module, name) == ("collections", "OrderedDict"):
-            if name in ("eval", "exec", "system", "__import__") or name.startswith("_load"):
-                raise pickle.UnpicklingError(f"refusing {module}.{name}")
-            return super().find_class(module, name)
-        if module == "builtins" and name in self.BUILTINS:
-            return super().find_class(module, name)
-        if module == "copyreg" and name == "_reconstructor":
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"checkpoint refers to {module}.{name}, which is not allowed")
+class StateFormatError(ValueError):
+    """A checkpoint file that is not a valid data-only CMA-ES state (names file and problem)."""
 
 
-def safe_unpickle(data: bytes) -> Any:
-    """Unpickle a CMA state, refusing anything but pycma, numpy and builtin containers."""
-    return _SafeUnpickler(io.BytesIO(data)).load()
+@functools.cache
+def _cma_classes() -> dict[str, type]:
+    """The exact pycma classes a ``CMAEvolutionStrategy`` is made of (pycma 4.x).
+
+    The state file may only name these; they are created with ``__new__`` and their
+    ``__dict__`` filled with data, so no code of the class (or of anything else) runs.
+    """
+    from cma import (
+        boundary_handler,
+        evolution_strategy,
+        logger,
+        optimization_tools,
+        options_parameters,
+        recombination_weights,
+        sampler,
+        sigma_adaptation,
+        transformations,
+    )
+    from cma.utilities import utils
+
+    classes = [
+        evolution_strategy.CMAEvolutionStrategy,
+        evolution_strategy._CMASolutionDict_functional,
+        evolution_strategy._CMASolutionDict_empty,  # pycma's archive at population >= 33
+        evolution_strategy._CMAStopDict,
+        evolution_strategy._StopTolXStagnation,
+        options_parameters.CMAOptions,
+        options_parameters.CMAParameters,
+        transformations.GenoPheno,
+        transformations.DiagonalDecoding,
+        transformations.RoundIntegerVariables,
+        recombination_weights.RecombinationWeights,
+        optimization_tools.BestSolution,
+        logger.CMADataLogger,
+        utils.SolutionDict,
+        utils.BlancClass,
+        utils.DictFromTagsInString,
+        utils.ElapsedWCTime,
+        utils.MoreToWrite,
+    ]
+    # The step-size rules, samplers and boundary handlers pycma picks by option.
+    families = (
+        (sigma_adaptation, sigma_adaptation.CMAAdaptSigmaBase),
+        (sampler, sampler.GaussSampler),
+        (boundary_handler, boundary_handler.BoundaryHandlerBase),
+    )
+    for module, base in families:
+        classes += [
+            c
+            for c in vars(module).values()
+            if isinstance(c, type) and c.__module__ == module.__name__ and issubclass(c, base)
+        ]
+    classes.append(sigma_adaptation._TPAParameters)
+    return {f"{c.__module__}:{c.__qualname__}": c for c in classes}
+
+
+# Taken from the optimiser built from the (trusted, validated) config, never from the file:
+# pycma evaluates option strings, and the logger owns file names.
+_FROM_CONFIG = ("opts", "inputargs", "logger")
+
+
+class _Encoder:
+    """pycma object graph -> JSON tree + arrays; callables become placeholders."""
+
+    def __init__(self, sampler: np.random.RandomState) -> None:
+        self.sampler = sampler
+        self.arrays: dict[str, np.ndarray] = {}
+        self.memo: dict[int, int] = {}
+        self.keep: list[Any] = []  # ids stay unique while encoding
+
+    def __call__(self, obj: Any, top: bool = False) -> Any:
+        if obj is None or isinstance(obj, (bool, int, float, str)):
+            return obj
+        if isinstance(obj, (np.ndarray, np.generic)):
+            if np.asarray(obj).dtype.hasobject:
+                raise TypeError("object arrays cannot be stored as data")
+            key = f"a{len(self.arrays)}"
+            self.arrays[key] = np.asarray(obj)
+            return {"__nd__": key, "scalar": isinstance(obj, np.generic)}
+        is_cma_instance = type(obj).__module__.startswith("cma") and hasattr(obj, "__dict__")
+        if callable(obj) and not is_cma_instance:  # functions, methods, classes
+            owner = getattr(obj, "__self__", None)
+            if owner is self.sampler:
+                return {"__config__": "sampler"}
+            if owner is np.random.mtrand._rand:
+                return {"__config__": "numpy.random:randn"}
+            return {"__config__": f"{getattr(obj, '__module__', '')}:{obj.__qualname__}"}
+        if type(obj) is range:
+            return {"__range__": [obj.start, obj.stop, obj.step]}
+        if id(obj) in self.memo:
+            return {"__ref__": self.memo[id(obj)]}
+        ref = self.memo[id(obj)] = len(self.memo)
+        self.keep.append(obj)
+        if type(obj) is tuple:
+            return {"__tuple__": [self(v) for v in obj], "id": ref}
+        if type(obj) in (set, frozenset):
+            return {"__set__": [self(v) for v in sorted(obj, key=repr)], "id": ref}
+        if type(obj) is list:
+            return {"__list__": [self(v) for v in obj], "id": ref}
+        name = f"{type(obj).__module__}:{type(obj).__qualname__}"
+        if type(obj) is dict:
+            return {"__dict__": [[self(k), self(v)] for k, v in obj.items()], "id": ref}
+        if name not in _cma_classes():
+            raise TypeError(f"cannot store {name} in a CMA-ES state")
+        attrs = {
+            k: ({"__config__": True} if top and k in _FROM_CONFIG else self(v))
+            for k, v in vars(obj).items()
+        }
+        node: dict[str, Any] = {"__obj__": name, "attrs": attrs, "id": ref}
+        if isinstance(obj, dict):
+            node["items"] = [[self(k), self(v)] for k, v in obj.items()]
+        elif isinstance(obj, list):  # RecombinationWeights is a list of weights
+            node["list"] = [self(v) for v in obj]
+        return node
+
+
+class _Decoder:
+    """JSON tree + arrays -> pycma object graph; placeholders are filled from ``fresh``."""
+
+    # Functions pycma may hold that a fresh optimiser need not have at the same place (a
+    # sampler switched during the run); nothing else can be named.
+    CALLABLES: ClassVar[dict[str, Any]] = {
+        "numpy.random:randn": np.random.randn,
+        "numpy.linalg:eigh": np.linalg.eigh,
+    }
+
+    def __init__(self, arrays: Any, fresh: CMAES, where: str) -> None:
+        self.arrays, self.owner, self.fresh, self.where = arrays, fresh, fresh.es, where
+        self.memo: dict[int, Any] = {}
+        self.classes = _cma_classes()
+
+    def fail(self, problem: str) -> StateFormatError:
+        return StateFormatError(f"{self.where}: {problem}")
+
+    def _from_config(self, path: tuple[Any, ...]) -> Any:
+        node = self.fresh
+        try:
+            for kind, key in path:
+                node = getattr(node, key) if kind == "attr" else node[key]
+        except (AttributeError, KeyError, IndexError, TypeError):
+            raise self.fail(f"no value for {_path_text(path)} in a fresh optimiser") from None
+        return node
+
+    def __call__(self, node: Any, path: tuple[Any, ...] = ()) -> Any:
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        if isinstance(node, list):
+            raise self.fail(f"bare list at {_path_text(path)}")
+        if not isinstance(node, dict):
+            raise self.fail(f"unexpected {type(node).__name__} at {_path_text(path)}")
+        if "__config__" in node:
+            tag = node["__config__"]
+            if tag == "sampler":
+                return self.owner.sampler.randn
+            if isinstance(tag, str) and tag in self.CALLABLES:
+                return self.CALLABLES[tag]
+            return self._from_config(path)
+        if "__ref__" in node:
+            if node["__ref__"] not in self.memo:
+                raise self.fail(f"dangling reference at {_path_text(path)}")
+            return self.memo[node["__ref__"]]
+        if "__nd__" in node:
+            key = node["__nd__"]
+            if not isinstance(key, str) or key not in self.arrays:
+                raise self.fail(f"missing array {key!r}")
+            array = self.arrays[key]
+            return array[()] if node.get("scalar") else array
+        if "__range__" in node:
+            return range(*(int(v) for v in node["__range__"]))
+        ref = node.get("id")
+        if "__tuple__" in node or "__list__" in node or "__set__" in node:
+            kind = next(k for k in ("__tuple__", "__list__", "__set__") if k in node)
+            items = [self(v, (*path, ("item", i))) for i, v in enumerate(node[kind])]
+            out: Any = {"__tuple__": tuple, "__list__": list, "__set__": set}[kind](items)
+            self.memo[ref] = out
+            return out
+        if "__dict__" in node:
+            out = self.memo[ref] = {}
+            for k, v in node["__dict__"]:
+                key = self(k, path)
+                out[key] = self(v, (*path, ("item", key)))
+            return out
+        name = node.get("__obj__")
+        if name not in self.classes:
+            raise self.fail(f"refers to {name!r}, which is not a pycma state class")
+        cls = self.classes[name]
+        base = next((b for b in (dict, list) if issubclass(cls, b)), object)
+        obj = base.__new__(cls)
+        self.memo[ref] = obj
+        attrs = node.get("attrs", {})
+        if not isinstance(attrs, dict):
+            raise self.fail(f"bad attributes of {name}")
+        vars(obj).update(
+            {k: self(v, (*path, ("attr", k))) for k, v in attrs.items() if isinstance(k, str)}
+        )
+        for k, v in node.get("items", []):
+            key = self(k, path)
+            dict.__setitem__(obj, key, self(v, (*path, ("item", key))))
+        if base is list:
+            list.extend(obj, [self(v, (*path, ("item", i))) for i, v in enumerate(node["list"])])
+        return obj
+
+
+def _path_text(path: tuple[Any, ...]) -> str:
+    return "es" + "".join(f".{k}" if kind == "attr" else f"[{k!r}]" for kind, k in path)
 
 
 class CMAES:
-    """pycma's ``CMAEvolutionStrategy`` on ``[0] * dim`` with a private, picklable sampler."""
+    """pycma's ``CMAEvolutionStrategy`` on ``[0] * dim`` with a private sampler.
+
+    Its state is stored as data only (:meth:`dumps` / :meth:`loads`): an ``.npz`` of arrays
+    plus a JSON description of pycma's object graph, read with ``allow_pickle=False``.
+    """
 
     def __init__(self, dim: int, config: CMAESConfig) -> None:
+        self.dim, self.config = int(dim), config
         self.sampler = np.random.RandomState(config.seed)
         options = {
             "popsize": config.population,
@@ -134,14 +336,82 @@ class CMAES:
         return float(self.es.sigma)
 
     def dumps(self) -> bytes:
-        return pickle.dumps(self.es, protocol=pickle.HIGHEST_PROTOCOL)
+        """The optimiser's state as ``.npz`` bytes (no pickles)."""
+        encoder = _Encoder(self.sampler)
+        tree = encoder(self.es, top=True)
+        kind, keys, pos, has_gauss, gauss = self.sampler.get_state()
+        meta = {
+            "format": "attn-zoo cmaes state 1",
+            "dim": self.dim,
+            "es": tree,
+            "sampler": [kind, pos, has_gauss, gauss],
+        }
+        arrays = {**encoder.arrays, "sampler_keys": keys}
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        return buffer.getvalue()
 
     @classmethod
-    def loads(cls, data: bytes) -> CMAES:
-        self = cls.__new__(cls)
-        self.es = safe_unpickle(data)
-        self.sampler = self.es.opts["randn"].__self__
+    def loads(cls, data: bytes, config: CMAESConfig, where: str = "CMA-ES state") -> CMAES:
+        """Rebuild from :meth:`dumps`: a fresh optimiser from ``config``, its state from data.
+
+        Raises:
+            StateFormatError: the data is not such a state (a pickle, a truncated file, a
+                class outside pycma's state classes, ...), naming ``where``.
+        """
+        if data[:2] == b"\x80\x04" or data[:1] == b"\x80":
+            raise StateFormatError(
+                f"{where}: a pickled pycma state (the old format), which can run code; it is "
+                "not loaded. Convert a file you trust with "
+                "attn_policies.algorithms.cmaes.convert_pickled_state"
+            )
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+            meta = json.loads(arrays.pop("meta").tobytes().decode())
+        except Exception as err:  # zip, npy or JSON damage
+            raise StateFormatError(f"{where}: not a readable CMA-ES state ({err})") from None
+        if not isinstance(meta, dict) or meta.get("format") != "attn-zoo cmaes state 1":
+            raise StateFormatError(f"{where}: unknown CMA-ES state format")
+        self = cls(int(meta["dim"]), config)
+        try:
+            kind, pos, has_gauss, gauss = meta["sampler"]
+            self.sampler.set_state(
+                (str(kind), arrays.pop("sampler_keys"), int(pos), int(has_gauss), float(gauss))
+            )
+            es = _Decoder(arrays, self, where)(meta["es"])
+        except StateFormatError:
+            raise
+        except Exception as err:
+            raise StateFormatError(f"{where}: inconsistent CMA-ES state ({err})") from None
+        if not isinstance(es, cma.CMAEvolutionStrategy):
+            raise StateFormatError(f"{where}: the state is not a CMAEvolutionStrategy")
+        self.es = es
         return self
+
+
+def convert_pickled_state(file: str | Path, config: CMAESConfig) -> Path:
+    """Convert an old pickled ``cma_state-<k>.pkl`` you trust into the data-only format.
+
+    This unpickles the file, which runs whatever code it names: only use it on files you
+    wrote yourself. Returns the new ``.npz`` path (``trainer.json`` in the same folder is
+    updated to point at it).
+    """
+    file = Path(file)
+    es = pickle.loads(file.read_bytes())  # explicitly trusted by the caller
+    opt = CMAES.__new__(CMAES)
+    opt.dim, opt.config, opt.es = len(es.mean), config, es
+    opt.sampler = es.opts["randn"].__self__
+    target = file.with_suffix(".npz")
+    atomic_write(target, opt.dumps())
+    meta_file = file.parent / "trainer.json"
+    if meta_file.exists():
+        meta = json.loads(meta_file.read_text())
+        if meta.get("files", {}).get("cma_state") == file.name:
+            meta["files"]["cma_state"] = target.name
+            atomic_write(meta_file, json.dumps(meta, indent=1))
+    return target
 
 
 class CMAESTrainer:
@@ -205,7 +475,7 @@ class CMAESTrainer:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         files = {
-            "cma_state": f"cma_state-{self.generation}.pkl",
+            "cma_state": f"cma_state-{self.generation}.npz",
             "solutions": f"solutions-{self.generation}.pt",
         }
         meta = {
@@ -220,29 +490,46 @@ class CMAESTrainer:
             "favourite": torch.from_numpy(self.favourite),
             "best": torch.from_numpy(self.best),
         }
-        _atomic(directory / files["cma_state"], self.optimizer.dumps())
+        atomic_write(directory / files["cma_state"], self.optimizer.dumps())
         buffer = io.BytesIO()
         torch.save(solutions, buffer)
-        _atomic(directory / files["solutions"], buffer.getvalue())
-        _atomic(directory / "trainer.json", json.dumps(meta, indent=1).encode())
-        for old in [*directory.glob("cma_state*.pkl"), *directory.glob("solutions*.pt")]:
+        atomic_write(directory / files["solutions"], buffer.getvalue())
+        atomic_write(directory / "trainer.json", json.dumps(meta, indent=1))
+        stale = ("cma_state*.npz", "cma_state*.pkl", "solutions*.pt")
+        for old in [p for pattern in stale for p in directory.glob(pattern)]:
             if old.name not in files.values():
                 old.unlink()
 
     def restore(self, directory: str | Path) -> None:
         """Continue from a checkpoint written by :meth:`save` (same evaluator and config)."""
         directory = Path(directory)
-        meta = json.loads((directory / "trainer.json").read_text())
-        files = meta.get("files", {"cma_state": "cma_state.pkl", "solutions": "solutions.pt"})
-        self.optimizer = CMAES.loads((directory / files["cma_state"]).read_bytes())
-        solutions = torch.load(directory / files["solutions"], weights_only=True)
-        self.best = solutions["best"].numpy()
-        self.generation, self.env_steps = int(meta["generation"]), int(meta["env_steps"])
-        self.best_fitness = float(meta["best_fitness"])
-        self.tasks.bit_generator.state = meta["tasks"]
-
-
-def _atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+        where = directory / "trainer.json"
+        try:
+            meta = json.loads(where.read_text())
+            files = meta.get("files", {"cma_state": "cma_state.pkl", "solutions": "solutions.pt"})
+            # Only names inside the checkpoint folder, whatever the file says.
+            state_file = directory / Path(files["cma_state"]).name
+            solutions_file = directory / Path(files["solutions"]).name
+            generation, env_steps = int(meta["generation"]), int(meta["env_steps"])
+            best_fitness, tasks = float(meta["best_fitness"]), dict(meta["tasks"])
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise StateFormatError(f"{where}: not a readable CMA-ES checkpoint ({err})") from None
+        optimizer = CMAES.loads(state_file.read_bytes(), self.config, where=str(state_file))
+        if optimizer.dim != self.evaluator.num_parameters:
+            raise StateFormatError(
+                f"{state_file}: the state has {optimizer.dim} parameters, the policy "
+                f"{self.evaluator.num_parameters}"
+            )
+        try:
+            solutions = torch.load(solutions_file, weights_only=True)
+            best = solutions["best"].numpy()
+        except Exception as err:  # unpickling refused, truncated file, wrong content
+            raise StateFormatError(
+                f"{solutions_file}: not a readable solutions file ({err})"
+            ) from None
+        try:
+            self.tasks.bit_generator.state = tasks
+        except (ValueError, TypeError, KeyError) as err:
+            raise StateFormatError(f"{where}: bad task-seed generator state ({err})") from None
+        self.optimizer, self.best = optimizer, best
+        self.generation, self.env_steps, self.best_fitness = generation, env_steps, best_fitness

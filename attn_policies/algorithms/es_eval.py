@@ -9,7 +9,9 @@ seeds)``:
   parameter vectors are stacked and the policy runs under ``torch.func.vmap`` +
   ``functional_call`` over a vector env of ``P * R`` copies (the numpy
   ``CartPoleSwingUpVectorEnv``, or any gymnasium ``VectorEnv``); recurrent state is batched
-  the same way.
+  the same way. A policy with ``population_weights`` / ``population_step`` (the
+  AttentionNeuron agents) runs its own batched step instead, on the copies still alive only,
+  with per-generation constants computed once per individual.
 * :class:`ProcessEvaluator`: a local pool of worker processes, each running a
   :class:`BatchedEvaluator` on a contiguous slice of the population.
 * :class:`RayEvaluator`: the same slices on Ray actors, on a local Ray instance or an
@@ -111,6 +113,9 @@ class RolloutSpec:
             :func:`default_action_fn` of the single action space.
         dtype: the rollout's float dtype.
         torch_threads: threads for each worker's torch (process pool, Ray).
+        population_path: use the policy's ``population_weights`` / ``population_step`` when
+            it has them (:meth:`AttentionNeuronPolicy.population_step`): finished episodes
+            are skipped and per-generation constants computed once; False forces ``vmap``.
     """
 
     policy_fn: Callable[[], nn.Module]
@@ -121,6 +126,7 @@ class RolloutSpec:
     action_fn: Callable[[np.ndarray], np.ndarray] | None = None
     dtype: torch.dtype = torch.float32
     torch_threads: int = 1
+    population_path: bool = True
 
     def make_vector_env(self, n: int) -> gym.vector.VectorEnv:
         if self.vector_env_fn is not None:
@@ -168,6 +174,12 @@ class BatchedEvaluator:
         self.last_lengths = np.zeros((0, 0), dtype=np.int64)
         self._envs: dict[int, gym.vector.VectorEnv] = {}
         self._steps: dict[bool, Callable[..., Any]] | None = None
+        # A policy with population_weights / population_step runs its own batched step on the
+        # live rows only; others (and spec.population_path=False) go through vmap.
+        self.population_path = spec.population_path and all(
+            callable(getattr(self.policy, name, None))
+            for name in ("population_weights", "population_step")
+        )
 
     def _forward(self, params: dict[str, Tensor], obs: Tensor, state: Any) -> Any:
         return functional_call(self.policy, params, (obs, state))
@@ -218,11 +230,16 @@ class BatchedEvaluator:
             return np.zeros((0, n_rep))
         env = self._env(n_pop * n_rep)
         action_fn = self.spec.action_fn or default_action_fn(env.single_action_space)
-        params = self.unflatten(torch.tensor(solutions, dtype=self.spec.dtype))
+        # ascontiguousarray: torch.tensor refuses negative strides (e.g. solutions[::-1])
+        params = self.unflatten(
+            torch.tensor(np.ascontiguousarray(solutions), dtype=self.spec.dtype)
+        )
         obs, _ = env.reset(seed=[int(s) for s in seeds] * n_pop)
         returns = np.zeros(n_pop * n_rep)
         alive = np.ones(n_pop * n_rep, dtype=bool)
         lengths = np.zeros(n_pop * n_rep, dtype=np.int64)
+        if self.population_path and isinstance(obs, np.ndarray) and obs.ndim == 2:
+            return self._evaluate_rows(params, n_pop, n_rep, env, obs, obs_fn, action_fn)
         state, t = None, 0
         while alive.any() and (self.spec.max_steps is None or t < self.spec.max_steps):
             x = obs_fn(obs) if obs_fn is not None else obs
@@ -232,6 +249,61 @@ class BatchedEvaluator:
             out, state = self._vmapped(x[0])[state is None](params, x, state)
             actions = action_fn(out.reshape(n_pop * n_rep, *out.shape[2:]).numpy())
             obs, rewards, terminated, truncated, _ = env.step(actions)
+            self.env_steps += int(alive.sum())
+            lengths += alive
+            returns += np.where(alive, rewards, 0.0)
+            alive &= ~(terminated | truncated)
+            t += 1
+        self.last_lengths = lengths.reshape(n_pop, n_rep)
+        return returns.reshape(n_pop, n_rep)
+
+    def _evaluate_rows(
+        self,
+        params: dict[str, Tensor],
+        n_pop: int,
+        n_rep: int,
+        env: gym.vector.VectorEnv,
+        obs: np.ndarray,
+        obs_fn: Callable[[np.ndarray], np.ndarray] | None,
+        action_fn: Callable[[np.ndarray], np.ndarray],
+    ) -> np.ndarray:
+        """The policy's own population step on the rows still alive (see ``population_path``).
+
+        Rows are ``individual * n_rep + repeat``; each keeps its individual's weights. Ended
+        rows are dropped from the policy batch once they are a quarter of it (weights and
+        state are re-indexed then, not every step); the env gets their last action again,
+        which a frozen (``autoreset=False``) copy ignores and whose reward is not counted.
+        Every row's arithmetic is independent of the others, so the result does not depend on
+        the population size or on slicing.
+        """
+        n = n_pop * n_rep
+        policy: Any = self.policy
+        owner = torch.arange(n_pop).repeat_interleave(n_rep)
+        weights = tuple(w.index_select(0, owner) for w in policy.population_weights(params))
+        rows = np.arange(n)  # env rows the policy batch holds, ascending
+        returns = np.zeros(n)
+        alive = np.ones(n, dtype=bool)
+        lengths = np.zeros(n, dtype=np.int64)
+        out_full: np.ndarray | None = None
+        state, t = None, 0
+        while alive.any() and (self.spec.max_steps is None or t < self.spec.max_steps):
+            live = alive[rows]
+            if live.sum() <= 0.75 * len(rows):  # compact: drop the rows that ended
+                keep = torch.from_numpy(np.flatnonzero(live))
+                rows = rows[live]
+                weights = tuple(w.index_select(0, keep) for w in weights)
+                if state is not None:
+                    state = tuple(s.index_select(0, keep) for s in state)
+            x = obs_fn(obs) if obs_fn is not None else obs
+            x = torch.as_tensor(x[rows])
+            if x.is_floating_point():
+                x = x.to(self.spec.dtype)
+            out, state = policy.population_step(weights, x, state)
+            out = out.numpy()
+            if out_full is None:
+                out_full = np.zeros((n, *out.shape[1:]), dtype=out.dtype)
+            out_full[rows] = out  # ended rows keep stale outputs: a frozen copy ignores them
+            obs, rewards, terminated, truncated, _ = env.step(action_fn(out_full))
             self.env_steps += int(alive.sum())
             lengths += alive
             returns += np.where(alive, rewards, 0.0)
@@ -251,8 +323,23 @@ class BatchedEvaluator:
 _WORKER: BatchedEvaluator | None = None
 
 
-def _init_worker(spec: RolloutSpec) -> None:
+def _exit_with_parent(parent: int, period: float = 0.5) -> None:
+    """End this worker when the process that started it is gone (even SIGKILLed, when no
+    cleanup of its own runs): the worker is re-parented, so ``getppid`` changes."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _init_worker(spec: RolloutSpec, watch_parent: bool = False) -> None:
     global _WORKER
+    if watch_parent:
+        _exit_with_parent(os.getppid())
     torch.set_num_threads(spec.torch_threads)
     _WORKER = BatchedEvaluator(spec)
 
@@ -273,8 +360,10 @@ class ProcessEvaluator:
     """A local pool of ``n_workers`` processes, each scoring a contiguous population slice.
 
     Workers start with ``spawn`` (safe with torch threads) and keep their env and policy
-    between generations. A slice whose worker crashed (``BrokenProcessPool``) or raised is
-    retried on a fresh pool, up to ``max_retries`` times per generation.
+    between generations. A slice whose worker crashed (``BrokenProcessPool``, also when it
+    died while idle and the next ``submit`` finds the pool broken) or raised is retried on a
+    fresh pool, up to ``max_retries`` times per generation. Workers exit on their own when
+    this process dies, however it dies.
     """
 
     def __init__(self, spec: RolloutSpec, n_workers: int = 2, max_retries: int = 2) -> None:
@@ -293,7 +382,7 @@ class ProcessEvaluator:
                 self.n_workers,
                 mp_context=self._context,
                 initializer=_init_worker,
-                initargs=(self.spec,),
+                initargs=(self.spec, True),  # no orphans if this process is killed
             )
         return self._pool
 
@@ -303,13 +392,15 @@ class ProcessEvaluator:
         results: dict[int, np.ndarray] = {}
         attempt = 0
         while len(results) < len(parts):
-            pool = self._executor()
-            futures = {
-                i: pool.submit(_evaluate_slice, solutions[s], list(seeds))
-                for i, s in enumerate(parts)
-                if i not in results
-            }
             failure: BaseException | None = None
+            futures = {}
+            try:
+                pool = self._executor()
+                for i, s in enumerate(parts):
+                    if i not in results:
+                        futures[i] = pool.submit(_evaluate_slice, solutions[s], list(seeds))
+            except BrokenProcessPool as err:  # a worker died while idle: retried like below
+                failure = err
             for i, future in futures.items():
                 try:
                     returns, steps = future.result()

@@ -2,8 +2,10 @@
 
 In sparse-reward tasks such as DoorKey the rare rewarding transition is easily lost in a
 uniformly sampled buffer; the book inserts it 50 times. Subclassing SB3's
-:class:`ReplayBuffer` keeps sampling, ``optimize_memory_usage`` and saving untouched, and
-lets a config name it as ``replay_buffer_class``.
+:class:`ReplayBuffer` keeps sampling and saving untouched, and lets a config name it as
+``replay_buffer_class``. ``optimize_memory_usage`` is refused: that layout keeps ``s'`` of
+row ``i`` as the ``s`` of row ``i + 1``, so consecutive copies would overwrite each other's
+next observation with their own.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ class OversamplingReplayBuffer(ReplayBuffer):
         action_space: as for :class:`ReplayBuffer`.
         copies: total insertions of each rewarding transition (book: 50); 1 is a plain buffer.
         threshold: rewards strictly above it count as rewarding.
-        **kwargs: every other :class:`ReplayBuffer` argument.
+        **kwargs: every other :class:`ReplayBuffer` argument except
+            ``optimize_memory_usage=True`` (ValueError, see the module docstring).
 
     Example:
         >>> import numpy as np
@@ -55,6 +58,12 @@ class OversamplingReplayBuffer(ReplayBuffer):
     ) -> None:
         if isinstance(copies, bool) or not isinstance(copies, (int, np.integer)) or copies < 1:
             raise ValueError(f"copies must be a positive integer, got {copies!r}")
+        optimize = args[2] if len(args) > 2 else kwargs.get("optimize_memory_usage", False)
+        if optimize and copies > 1:
+            raise ValueError(
+                "OversamplingReplayBuffer cannot use optimize_memory_usage=True: its copies "
+                "would overwrite each other's next observation; set it to False"
+            )
         super().__init__(buffer_size, observation_space, action_space, *args, **kwargs)
         self.copies = int(copies)
         self.threshold = float(threshold)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import pickle
+import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,13 +55,14 @@ from torch import nn
 
 import zoo
 from attn_policies.algorithms.bc import BCConfig, as_teacher, collect_rollouts, train_bc
-from attn_policies.extractors import import_object
-from zoo import factory
+from attn_policies.atomic import atomic_path
+from zoo import factory, progress
 from zoo.config import ConfigError, RunConfig, check_type
 from zoo.evaluation import evaluate_policy, summary
-from zoo.registry import resolve
+from zoo.registry import resolve, resolve_function
 from zoo.trainers import state_dict_file
 from zoo.trainers.sb3 import SB3Trainer
+from zoo.trainers.sb3_state import normalizer, tensors_of
 
 KEYS: dict[str, tuple[type, ...] | None] = {
     "env": (str,),
@@ -225,14 +227,27 @@ def _entry_view(key: str, space: spaces.Space | None) -> Callable[[Any], Any]:
     return view
 
 
-def _normalizer(file: Path | None) -> Callable[[Any], Any] | None:
-    """The ``normalize_obs`` of a saved ``VecNormalize`` (SB3 pickles it without its env)."""
+def _normalizer(file: Path | None, teacher_run: RunConfig | None) -> Callable[[Any], Any] | None:
+    """``normalize_obs`` of a teacher's saved statistics: a zoo run's ``.npz`` (read as
+    arrays, with the run's settings), or a ``VecNormalize`` pickle the user named in
+    ``teacher_vecnormalize`` for their own ``.zip`` teacher (trusted like that ``.zip``)."""
     if file is None or not file.exists():
         return None
+    if teacher_run is not None or file.suffix == ".npz":
+        return normalizer(file, teacher_run)
     with file.open("rb") as fh:
-        norm = pickle.load(fh)  # written by SB3 for a run of ours, as VecNormalize.load reads
+        norm = pickle.load(fh)  # the user's own file, named in their config
     norm.training = False
     return norm.normalize_obs
+
+
+def _function(run: RunConfig, key: str, name: str) -> Callable[..., Any]:
+    """An import path of the config that must name a plain function of a package (checked
+    before it is called: ``os:system`` and the like are refused)."""
+    try:
+        return resolve_function(name, key)
+    except ValueError as err:
+        raise ConfigError(f"{run.name}: {key!r}: {err}") from None
 
 
 def load_teacher(run: RunConfig, path: Path) -> tuple[Any, Callable[[Any], Any] | None]:
@@ -253,8 +268,10 @@ def load_teacher(run: RunConfig, path: Path) -> tuple[Any, Callable[[Any], Any] 
                       run_dir=folder, command=f"teacher of {run.name}")  # fmt: skip
     elif Path(spec).is_dir():
         folder = Path(spec)
+    teacher_run: RunConfig | None = None
     if folder is not None:
-        teacher = zoo.load(folder).model("best")
+        teacher_handle = zoo.load(folder)
+        teacher, teacher_run = teacher_handle.model("best"), teacher_handle.config
         if hasattr(teacher, "policy"):
             _, norm_file = SB3Trainer().model_file(folder, "best")
     elif spec.endswith(".zip"):
@@ -264,14 +281,14 @@ def load_teacher(run: RunConfig, path: Path) -> tuple[Any, Callable[[Any], Any] 
             if not norm_file.exists():
                 raise ConfigError(f"{run.name}: teacher_vecnormalize {norm_file} does not exist")
     else:
-        teacher = import_object(spec)
+        teacher = _function(run, "teacher", spec)
     view_spec = run.body.get("teacher_obs")
     view: Callable[[Any], Any] | None = None
     if view_spec and ("." in view_spec or ":" in view_spec):
-        view = import_object(view_spec)
+        view = _function(run, "teacher_obs", view_spec)
     elif view_spec:
         view = _entry_view(view_spec, getattr(teacher, "observation_space", None))
-    normalize = _normalizer(norm_file)
+    normalize = _normalizer(norm_file, teacher_run)
     if normalize is None:
         return teacher, view
     if view is None:
@@ -318,6 +335,11 @@ class BCTrainer:
                 )
         if int(run.body.get("n_timesteps", 1)) < 1:
             raise ConfigError(f"{run.name}: n_timesteps must be >= 1")
+        if isinstance(teacher, str) and not teacher.endswith(".zip") and not Path(teacher).is_dir():
+            _function(run, "teacher", teacher)
+        view_spec = run.body.get("teacher_obs")
+        if view_spec and ("." in view_spec or ":" in view_spec):
+            _function(run, "teacher_obs", view_spec)
         bc_config(run)
         _student_parts(run)
         factory.resolve_wrappers(factory.wrapper_specs(run.body.get("env_wrapper")))
@@ -345,7 +367,13 @@ class BCTrainer:
         if resume:
             raise ConfigError("bc runs cannot be resumed; train again")
         torch.manual_seed(run.seed)
+        progress.announce(path)
         teacher, view = load_teacher(run, path)
+        # Seeded again after the teacher is loaded: the run must not depend on how it was
+        # loaded (building and seeding a model from its config moves the global streams).
+        random.seed(run.seed)
+        np.random.seed(run.seed)  # noqa: NPY002
+        torch.manual_seed(run.seed)
         env = factory.make_vec_env(_collect_run(run), training=False)
         env.seed(run.seed)
         try:
@@ -358,6 +386,7 @@ class BCTrainer:
         eval_env = factory.make_vec_env(run, n_envs=run.eval.n_envs, training=False)
         log = path / "progress.csv"
         best = -np.inf
+        lines = progress.lines(run.experiment, bc_config(run).epochs, "epochs")
 
         def on_epoch(row: dict[str, float]) -> bool:
             nonlocal best
@@ -367,7 +396,8 @@ class BCTrainer:
                 row["test_mean"] = result["mean_reward"]
                 if result["mean_reward"] >= best:  # ties go to the later, more trained student
                     best = result["mean_reward"]
-                    torch.save(student.state_dict(), path / "best_model.pt")
+                    with atomic_path(path / "best_model.pt") as tmp:
+                        torch.save(student.state_dict(), tmp)
                 student.train()
             new = not log.exists()
             with log.open("a", newline="") as fh:
@@ -378,13 +408,19 @@ class BCTrainer:
             handle.write_status(num_timesteps=len(data), epoch=int(row["epoch"]))
             if progress_bar:
                 print(f"epoch {int(row['epoch'])}: loss {row['loss']:.4f}", flush=True)
+            if lines is not None:
+                test = f", test {best:.2f} (best)" if best > -np.inf else ""
+                lines.update(int(row["epoch"]), f"loss {row['loss']:.4f}{test}")
             return all(cb(row) is not False for cb in callbacks)
 
         try:
             train_bc(student, data, bc_config(run), callback=on_epoch)
         finally:
             eval_env.close()
-        torch.save(student.state_dict(), path / "model.pt")
+        if lines is not None:
+            lines.close()
+        with atomic_path(path / "model.pt") as tmp:
+            torch.save(student.state_dict(), tmp)
         return len(data)
 
     def model_file(self, path: Path, which: str) -> Path:
@@ -393,8 +429,11 @@ class BCTrainer:
     def load(self, path: Path, run: RunConfig, which: str = "best") -> StudentAgent:
         """The saved student, ready to :meth:`StudentAgent.predict`."""
         student, action_space = make_student(run)
-        state = torch.load(self.model_file(path, which), map_location="cpu", weights_only=True)
-        student.load_state_dict(state)
+        file = self.model_file(path, which)
+        try:
+            student.load_state_dict(tensors_of(file))
+        except RuntimeError as err:
+            raise ConfigError(f"{file}: does not fit the run's student ({err})") from None
         return StudentAgent(student, action_space)
 
     def episode_returns(

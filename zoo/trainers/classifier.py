@@ -5,7 +5,7 @@ Keys besides the common ones::
     model: relational_mnist          # or cnn_mnist, or an import path
     model_kwargs: {}
     dataset: {name: mnist, root: data/mnist, download: false}   # or {name: synthetic, ...}
-    transform: {max_shift: 6, max_rotation: 30.0, n_spots: [20, 5.0]}
+    transform: {max_shift: 6, max_rotation: 30.0, n_spots: [10, 5.0]}
     iterations: 1000
     batch_size: 300
     learning_rate: 1.0e-3
@@ -38,6 +38,7 @@ from attn_policies.algorithms.supervised import (
     train_classifier,
 )
 from attn_policies.extractors import import_object
+from zoo import progress
 from zoo.config import ConfigError, RunConfig, check_type, nearest
 
 MODELS: dict[str, str] = {
@@ -166,6 +167,8 @@ class ClassifierTrainer:
         config = classifier_config(run)
         path = Path(handle.path)
         log = path / "history.csv"
+        progress.announce(path)
+        lines = progress.lines(run.experiment, config.iterations, "iterations")
 
         def on_eval(iteration: int, record: dict[str, float]) -> bool:
             new = not log.exists()
@@ -182,11 +185,16 @@ class ClassifierTrainer:
                     f"test accuracy {record['test_accuracy']:.3f}",
                     flush=True,
                 )
+            if lines is not None:
+                latest = f"test accuracy {record['test_accuracy']:.3f}"
+                lines.update(iteration, latest)
             return all(cb(iteration, record) is not False for cb in callbacks)
 
         history = train_classifier(
             model, *load_data(run), config=config, transform=make_transform(run), callback=on_eval
         )
+        if lines is not None:
+            lines.close()
         torch.save(model.state_dict(), path / "model.pt")
         return int(history[-1]["iteration"]) if history else 0
 

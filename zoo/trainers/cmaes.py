@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attn_policies.algorithms.cmaes import CMAESConfig, CMAESTrainer
+from attn_policies.algorithms.cmaes import CMAESConfig, CMAESTrainer, StateFormatError
 from attn_policies.algorithms.es_eval import (
     EVALUATORS,
     BatchedEvaluator,
@@ -53,10 +53,13 @@ from attn_policies.algorithms.es_eval import (
     RolloutSpec,
     make_evaluator,
 )
-from attn_policies.extractors import import_object
+from attn_policies.atomic import atomic_path, atomic_write
 from zoo import factory
+from zoo import progress as zoo_progress
 from zoo.config import ConfigError, RunConfig, check_type, nearest
+from zoo.registry import resolve_function, resolve_module_builder
 from zoo.trainers import state_dict_file
+from zoo.trainers.sb3_state import tensors_of
 
 ES_POLICIES: dict[str, str] = {
     "attention_neuron": "attn_policies.neuron:AttentionNeuronPolicy",
@@ -122,9 +125,10 @@ class WrappedVectorEnv:
             import ale_py
 
             gym.register_envs(ale_py)
-        import attn_envs  # noqa: F401 - registers the attn_envs/ ids in spawned workers
+        from attn_envs.registration import make_args  # "attn_envs:" ids: spawned workers too
 
-        env = gym.make(self.env_id, **self.env_kwargs)
+        make_id, make_kwargs = make_args(self.env_id, self.env_kwargs)
+        env = gym.make(make_id, **make_kwargs)
         for cls, kwargs in factory.resolve_wrappers(self.wrappers):
             env = cls(env, **kwargs)
         for wrap in self.extra:
@@ -159,13 +163,19 @@ def _spaces(run: RunConfig) -> tuple[gym.Space, gym.Space]:
         env.close()
 
 
+def _policy_builder(run: RunConfig) -> Any:
+    """The policy class or classmethod preset; anything but a torch module is refused
+    before it is called (``policy: os:system`` never runs)."""
+    try:
+        return resolve_module_builder(_policy_target(run), "policy")
+    except ValueError as err:
+        raise ConfigError(f"{run.name}: 'policy': {err}") from None
+
+
 def policy_factory(run: RunConfig) -> PolicyFactory:
     """The run's policy recipe; ``obs_dim``/``action_dim`` come from the env when accepted."""
     target = _policy_target(run)
-    try:
-        builder = import_object(target)
-    except ValueError as err:
-        raise ConfigError(f"{run.name}: 'policy': {err}") from None
+    builder = _policy_builder(run)
     kwargs = dict(run.body.get("policy_kwargs") or {})
     params = inspect.signature(builder).parameters
     if {"obs_dim", "action_dim"} & set(params) - set(kwargs):
@@ -196,10 +206,10 @@ def rollout_spec(
     common: dict[str, Any] = {
         "policy_fn": policy_factory(run),
         "max_steps": run.body.get("max_episode_steps"),
-        "action_fn": import_object(action_fn) if action_fn else None,
+        "action_fn": resolve_function(action_fn, "action_fn") if action_fn else None,
         "torch_threads": 1,
     }
-    if not wrappers and not extra_wrappers and gym.spec(env_id).vector_entry_point:
+    if not wrappers and not extra_wrappers and factory.env_spec(env_id).vector_entry_point:
         return RolloutSpec(env_id=f"attn_envs:{env_id}", env_kwargs=env_kwargs, **common)
     return RolloutSpec(
         vector_env_fn=WrappedVectorEnv(env_id, env_kwargs, wrappers, tuple(extra_wrappers)),
@@ -262,11 +272,11 @@ class CMAESZooTrainer:
                 f"{run.name}: evaluator must be one of {', '.join(EVALUATORS)}, got {kind!r}"
                 f".{nearest(kind, EVALUATORS)}"
             )
-        _policy_target(run)
+        _policy_builder(run)
         cma_config(run)
         if run.body.get("action_fn"):
             try:
-                import_object(run.body["action_fn"])
+                resolve_function(run.body["action_fn"], "action_fn")
             except ValueError as err:
                 raise ConfigError(f"{run.name}: 'action_fn': {err}") from None
         for key in ("env_wrapper", "train_env_wrapper"):
@@ -299,17 +309,21 @@ class CMAESZooTrainer:
         evaluator = make_run_evaluator(run)
         trainer = CMAESTrainer(evaluator, cma_config(run))
         evaluations: list[dict[str, Any]] = []
-        if resume:
-            if not (ckpt / "trainer.json").exists():
-                raise ConfigError(f"{path} has no checkpoint to resume from")
-            trainer.restore(ckpt)
+        # A run killed before its first checkpoint resumes from generation 0.
+        if resume and (ckpt / "trainer.json").exists():
+            try:
+                trainer.restore(ckpt)
+            except StateFormatError as err:
+                raise ConfigError(str(err)) from None
             if (path / "evaluations.json").exists():
-                evaluations = json.loads((path / "evaluations.json").read_text())
+                evaluations = _read_json(path / "evaluations.json")
             evaluations = [e for e in evaluations if e["generation"] <= trainer.generation]
         progress = _ProgressLog(path / "progress.csv", trainer.generation)
         tensorboard = _tensorboard(path / "logs")
         tester = BatchedEvaluator(rollout_spec(run)) if run.eval.freq else None
         bar = _progress_bar(progress_bar, n_generations, trainer.generation)
+        zoo_progress.announce(path, resume=resume)
+        lines = zoo_progress.lines(run.experiment, n_generations, "generations", trainer.generation)
         policy = policy_factory(run)()
         try:
             while trainer.generation < n_generations:
@@ -326,7 +340,7 @@ class CMAESZooTrainer:
                     )
                     if record["test_mean"] >= best:  # ties go to the later, more trained model
                         _save_policy(policy, trainer.favourite, path / "best_model.pt")
-                    (path / "evaluations.json").write_text(json.dumps(evaluations, indent=1))
+                    atomic_write(path / "evaluations.json", json.dumps(evaluations, indent=1))
                 progress.write(record)
                 if tensorboard is not None:
                     for key, value in record.items():
@@ -334,6 +348,8 @@ class CMAESZooTrainer:
                             tensorboard.add_scalar(f"cmaes/{key}", value, record["env_steps"])
                 trainer.save(ckpt)
                 handle.write_status(num_timesteps=trainer.env_steps, generation=trainer.generation)
+                if lines is not None:
+                    lines.update(trainer.generation, _latest_line(record, evaluations))
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(
@@ -349,6 +365,8 @@ class CMAESZooTrainer:
             evaluator.close()
             if tester is not None:
                 tester.close()
+        if lines is not None:
+            lines.close(trainer.generation)
         _save_policy(policy, trainer.favourite, path / "model.pt")
         return trainer.env_steps
 
@@ -359,8 +377,11 @@ class CMAESZooTrainer:
 
     def load(self, path: Path, run: RunConfig, which: str = "best") -> nn.Module:
         policy = policy_factory(run)()
-        state = torch.load(self.model_file(path, which), map_location="cpu", weights_only=True)
-        policy.load_state_dict(state)
+        file = self.model_file(path, which)
+        try:
+            policy.load_state_dict(tensors_of(file))
+        except RuntimeError as err:  # the tensors do not fit the config's policy
+            raise ConfigError(f"{file}: does not fit the run's policy ({err})") from None
         return policy.eval()
 
     def episode_returns(
@@ -404,11 +425,7 @@ class CMAESZooTrainer:
         path = Path(path)
         n = int(n_episodes or run.eval.final_episodes)
         seed = run.eval.test_seed if seed is None else int(seed)
-        status = (
-            json.loads((path / "status.json").read_text())
-            if (path / "status.json").exists()
-            else {}
-        )
+        status = _read_json(path / "status.json") if (path / "status.json").exists() else {}
 
         def summary(file_which: str) -> dict[str, Any]:
             result = self.episode_returns(path, run, n_episodes=n, seed=seed, which=file_which)
@@ -444,11 +461,21 @@ class CMAESZooTrainer:
         return out
 
 
+def _latest_line(record: dict[str, Any], evaluations: list[dict[str, Any]]) -> str:
+    """Fitness of this generation and the latest test, for progress lines."""
+    text = f"fitness best {record['fitness_best']:.1f} mean {record['fitness_mean']:.1f}"
+    if evaluations:
+        last = evaluations[-1]
+        text += f", test {last['test_mean']:.1f} at generation {last['generation']}"
+    return text
+
+
 def _save_policy(policy: nn.Module, flat: np.ndarray, file: Path) -> None:
     torch.nn.utils.vector_to_parameters(
         torch.as_tensor(flat, dtype=torch.float32), policy.parameters()
     )
-    torch.save(policy.state_dict(), file)
+    with atomic_path(file) as tmp:
+        torch.save(policy.state_dict(), tmp)
 
 
 class _ProgressLog:
@@ -464,7 +491,7 @@ class _ProgressLog:
             self._rewrite([])
 
     def _rewrite(self, rows: list[dict[str, Any]]) -> None:
-        with self.file.open("w", newline="") as fh:
+        with atomic_path(self.file) as tmp, tmp.open("w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=PROGRESS_FIELDS)
             writer.writeheader()
             writer.writerows(rows)
@@ -472,6 +499,13 @@ class _ProgressLog:
     def write(self, record: dict[str, Any]) -> None:
         with self.file.open("a", newline="") as fh:
             csv.DictWriter(fh, fieldnames=PROGRESS_FIELDS, extrasaction="ignore").writerow(record)
+
+
+def _read_json(file: Path) -> Any:
+    try:
+        return json.loads(file.read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{file}: not readable JSON ({err})") from None
 
 
 def _tensorboard(directory: Path) -> Any:

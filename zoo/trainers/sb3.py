@@ -8,15 +8,32 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize
 
-from zoo import factory
+from zoo import factory, progress
 from zoo.config import ConfigError, RunConfig, deep_merge, nearest
-from zoo.evaluation import KeepBestCallback, evaluate_modes, evaluate_policy, summary
+from zoo.evaluation import (
+    KeepBestCallback,
+    evaluate_modes,
+    evaluate_policy,
+    final_steps_return,
+    summary,
+)
+from zoo.trainers.sb3_state import (
+    load_model,
+    load_replay_buffer,
+    load_vecnormalize,
+    read_counters,
+    refuse_pickle,
+    save_model,
+    save_replay_buffer,
+    save_vecnormalize,
+)
 
 RL_KEYS: dict[str, tuple[type, ...] | None] = {
     "env": (str,),
@@ -34,6 +51,12 @@ RL_KEYS: dict[str, tuple[type, ...] | None] = {
 
 
 CURRICULUM_KEYS = ("env", "env_kwargs", "env_wrapper", "n_timesteps")
+
+
+def default_save_freq(n_timesteps: int) -> int:
+    """Checkpoint period without ``save_freq``: 2% of the run, at most 10,000 steps, so a
+    kill early on loses little (the first checkpoint used to come at 10%)."""
+    return max(min(n_timesteps // 50, 10_000), 1)
 
 
 def stages(run: RunConfig) -> list[tuple[RunConfig, int]]:
@@ -77,6 +100,41 @@ def check_curriculum(run: RunConfig) -> None:
         )
 
 
+def available_memory() -> int:
+    """Bytes of memory available to a new allocation (``MemAvailable``), or a large number
+    where the platform does not say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 2**62
+
+
+def check_replay_memory(run: RunConfig, obs_space: gym.Space, action_space: gym.Space) -> None:
+    """Refuse a replay buffer that cannot fit in memory, before the run folder exists.
+
+    The estimate is SB3's layout: observations and next observations (one copy with
+    ``optimize_memory_usage``), actions, rewards, dones and timeouts per transition.
+    """
+    size = run.body.get("buffer_size")
+    if not isinstance(size, int) or isinstance(size, bool):
+        return
+    parts = obs_space.spaces.values() if isinstance(obs_space, gym.spaces.Dict) else [obs_space]
+    obs = sum(int(np.prod(s.shape)) * s.dtype.itemsize for s in parts)
+    copies = 1 if run.body.get("optimize_memory_usage") else 2
+    per = copies * obs + max(int(np.prod(action_space.shape or (1,))), 1) * 8 + 3 * 4
+    need = size * per
+    have = available_memory()
+    if need > have:
+        raise ConfigError(
+            f"{run.name}: a replay buffer of {size:,} transitions needs about "
+            f"{need / 2**30:,.1f} GiB, more than the {have / 2**30:,.1f} GiB of memory available; "
+            "lower buffer_size"
+        )
+
+
 class CheckpointCallback(BaseCallback):
     """Save ``checkpoints/last*`` every ``save_freq`` steps, at a point a resume can continue.
 
@@ -116,14 +174,64 @@ class CheckpointCallback(BaseCallback):
         return True
 
 
+def checkpoint_files(directory: Path, step: int) -> tuple[Path, Path]:
+    """The replay buffer and statistics files that belong to ``last.zip`` at ``step``."""
+    return (
+        directory / f"last_replay_buffer-{step}.npz",
+        directory / f"last_vecnormalize-{step}.npz",
+    )
+
+
 def save_checkpoint(model: BaseAlgorithm, directory: Path) -> None:
+    """``last.zip`` with its replay buffer and normalisation statistics, as one unit.
+
+    The buffer and statistics are written (atomically) under names carrying the step, then
+    ``last.zip`` (atomically, last) commits them; older ones are removed only after. A kill
+    or full disk at any moment leaves the previous consistent checkpoint.
+    """
     directory.mkdir(parents=True, exist_ok=True)
-    model.save(directory / "last.zip")
-    if isinstance(model, OffPolicyAlgorithm):
-        model.save_replay_buffer(directory / "last_replay_buffer.pkl")
+    step = int(model.num_timesteps)
+    buffer_file, stats_file = checkpoint_files(directory, step)
+    if isinstance(model, OffPolicyAlgorithm) and model.replay_buffer is not None:
+        save_replay_buffer(model.replay_buffer, buffer_file)
     env = model.get_vec_normalize_env()
     if env is not None:
-        env.save(str(directory / "last_vecnormalize.pkl"))
+        save_vecnormalize(env, stats_file)
+    save_model(model, directory / "last.zip")
+    for pattern in ("last_replay_buffer-*.npz", "last_vecnormalize-*.npz"):
+        for old in directory.glob(pattern):
+            if old not in (buffer_file, stats_file):
+                old.unlink(missing_ok=True)
+
+
+def build_model(run: RunConfig, env: Any, file: Path | None = None, probe: bool = False) -> Any:
+    """The run's model rebuilt from its config, with ``file``'s tensors loaded (never
+    unpickled; see :mod:`zoo.trainers.sb3_state`)."""
+    model = factory.make_model(run, env, probe=probe)
+    if file is not None:
+        load_model(model, file)
+    return model
+
+
+def _norm_env(env: Any, norm: Path) -> Any:
+    """Evaluation env with the run's saved statistics (``.npz``); a pickle is refused."""
+    if not isinstance(env, VecNormalize):
+        return env
+    if norm.with_suffix(".pkl").exists() and not norm.exists():
+        raise refuse_pickle(norm.with_suffix(".pkl"), "VecNormalize")
+    if norm.exists():
+        load_vecnormalize(env, norm)
+        env.training, env.norm_reward = False, False
+    return env
+
+
+def _latest_eval(callbacks: Sequence[Any]) -> str | None:
+    """``eval <select> <score> at <step>`` of the latest periodic evaluation, for progress."""
+    keep = next((cb for cb in callbacks if isinstance(cb, KeepBestCallback)), None)
+    if keep is None or not keep.history:
+        return None
+    last = keep.history[-1]
+    return f"eval {keep.cfg.select} {last['score']:.3g} at {last['step']:,}"
 
 
 class SB3Trainer:
@@ -169,6 +277,7 @@ class SB3Trainer:
             try:
                 if spaces is None:
                     spaces = (env.observation_space, env.action_space)
+                    check_replay_memory(stage, *spaces)
                     factory.make_model(stage, env, probe=True)
                 elif (env.observation_space, env.action_space) != spaces:
                     raise ConfigError(
@@ -197,18 +306,13 @@ class SB3Trainer:
         part = len(list((path / "logs").glob("part*"))) if (path / "logs").exists() else 0
         ckpt = path / "checkpoints"
         model: BaseAlgorithm | None = None
-        if resume:
-            if not (ckpt / "last.zip").exists():
-                raise ConfigError(f"{path} has no checkpoint to resume from")
-            model = factory.algo_class(run).load(
-                ckpt / "last.zip", device=run.body.get("device", "cpu")
-            )
-            if isinstance(model, OffPolicyAlgorithm) and (ckpt / "last_replay_buffer.pkl").exists():
-                model.load_replay_buffer(ckpt / "last_replay_buffer.pkl")
+        # A run killed before its first checkpoint resumes from step 0.
+        restore = resume and (ckpt / "last.zip").exists()
+        done = int(read_counters(ckpt / "last.zip").get("num_timesteps", 0)) if restore else 0
         logger = configure(str(path / "logs" / f"part{part}"), ["csv", "tensorboard"])
 
         n_timesteps = plan[-1][1]
-        save_freq = int(run.body.get("save_freq", 0) or max(n_timesteps // 10, 1))
+        save_freq = int(run.body.get("save_freq", 0) or default_save_freq(n_timesteps))
         checkpoint = CheckpointCallback(path, save_freq)
         cbs: list[Any] = [checkpoint]
         eval_env = None
@@ -217,18 +321,25 @@ class SB3Trainer:
             eval_env = factory.make_vec_env(plan[-1][0], n_envs=run.eval.n_envs, training=False)
             cbs.append(KeepBestCallback(eval_env, run.eval, path))
         cbs.extend(callbacks)
-        first_learn = not resume
+        progress.announce(path, resume=resume)
+        lines = progress.sb3_callback(run.experiment, n_timesteps, lambda: _latest_eval(cbs))
+        if lines is not None:
+            cbs.append(lines)
+        first_learn = not restore
         try:
             for i, (stage, end) in enumerate(plan):
-                if model is not None and model.num_timesteps >= end:
+                if (model.num_timesteps if model is not None else done) >= end:
                     continue
                 prefix = f"train_p{part}_" if len(plan) == 1 else f"train_p{part}_s{i}_"
                 venv = factory.make_vec_env(stage, monitor_dir=path / "monitor", prefix=prefix)
                 if model is None:
                     model = factory.make_model(stage, venv)
+                    if restore:
+                        self._restore(model, ckpt, venv)
                 else:
-                    if isinstance(venv, VecNormalize) and (ckpt / "last_vecnormalize.pkl").exists():
-                        venv = VecNormalize.load(str(ckpt / "last_vecnormalize.pkl"), venv.venv)
+                    stats_file = checkpoint_files(ckpt, int(model.num_timesteps))[1]
+                    if isinstance(venv, VecNormalize) and stats_file.exists():
+                        load_vecnormalize(venv, stats_file)
                     model.set_env(venv)
                 model.set_logger(logger)
                 try:
@@ -252,40 +363,65 @@ class SB3Trainer:
         finally:
             if eval_env is not None:
                 eval_env.close()
-        assert model is not None
-        model.save(path / "model.zip")
+        if model is None:  # resumed after the last step (e.g. cut during the final test)
+            venv = factory.make_vec_env(plan[-1][0], n_envs=1)
+            model = factory.make_model(plan[-1][0], venv)
+            self._restore(model, ckpt, venv)
+            venv.close()
         if isinstance(model.get_vec_normalize_env(), VecNormalize):
-            model.get_vec_normalize_env().save(str(path / "vecnormalize.pkl"))
+            save_vecnormalize(model.get_vec_normalize_env(), path / "vecnormalize.npz")
+        save_model(model, path / "model.zip")
         return int(model.num_timesteps)
+
+    @staticmethod
+    def _restore(model: BaseAlgorithm, ckpt: Path, venv: Any) -> None:
+        """Checkpoint tensors, counters, replay buffer and statistics into a model built
+        from the config (no file is unpickled)."""
+        for old in ("last_replay_buffer.pkl", "last_vecnormalize.pkl"):
+            if (ckpt / old).exists():
+                raise refuse_pickle(ckpt / old, "checkpoint file")
+        load_model(model, ckpt / "last.zip")
+        buffer_file, stats_file = checkpoint_files(ckpt, int(model.num_timesteps))
+        if isinstance(model, OffPolicyAlgorithm) and buffer_file.exists():
+            load_replay_buffer(model.replay_buffer, buffer_file)
+        if isinstance(venv, VecNormalize) and stats_file.exists():
+            load_vecnormalize(venv, stats_file)
 
     def model_file(self, path: Path, which: str) -> tuple[Path, Path]:
         """The model file and its VecNormalize statistics file (which may not exist)."""
         if which not in ("best", "last"):
             raise ValueError(f"which must be 'best' or 'last', got {which!r}")
+        last = path / "checkpoints" / "last.zip"
+        step = int(read_counters(last).get("num_timesteps", 0)) if last.exists() else 0
+        last_stats = checkpoint_files(Path("checkpoints"), step)[1].as_posix()
         candidates = [
-            ("model.zip", "vecnormalize.pkl"),
-            ("checkpoints/last.zip", "checkpoints/last_vecnormalize.pkl"),
+            ("model.zip", "vecnormalize.npz"),
+            ("checkpoints/last.zip", last_stats),
         ]
         if which == "best":
-            candidates.insert(0, ("best_model.zip", "best_vecnormalize.pkl"))
+            candidates.insert(0, ("best_model.zip", "best_vecnormalize.npz"))
         for model, norm in candidates:
             if (path / model).exists():
                 return path / model, path / norm
         raise FileNotFoundError(f"{path} holds no trained model (model.zip or best_model.zip)")
 
     def load(self, path: Path, run: RunConfig, which: str = "best") -> BaseAlgorithm:
+        """The model rebuilt from the run's config with the file's tensors (no unpickling;
+        the env is a throw-away one of the run's, replay buffers shrunk)."""
         file, _ = self.model_file(Path(path), which)
-        return factory.algo_class(run).load(file, device=run.body.get("device", "cpu"))
+        env = factory.make_vec_env(stages(run)[-1][0], n_envs=1, training=False)
+        try:
+            return build_model(stages(run)[-1][0], env, file, probe=True)
+        finally:
+            env.close()
 
     def _evaluate_file(
         self, run: RunConfig, model_file: Path, norm: Path, n: int, seed: int
     ) -> tuple[int, dict[str, dict[str, Any]]]:
-        model = factory.algo_class(run).load(model_file, device=run.body.get("device", "cpu"))
         env = factory.make_vec_env(stages(run)[-1][0], n_envs=run.eval.n_envs, training=False)
-        if isinstance(env, VecNormalize) and norm.exists():
-            env = VecNormalize.load(str(norm), env.venv)
-            env.training, env.norm_reward = False, False
         try:
+            model = build_model(stages(run)[-1][0], env, model_file, probe=True)
+            env = _norm_env(env, norm)
             results = evaluate_modes(model, env, run.eval, n, seed, final=True)
             return int(model.num_timesteps), results
         finally:
@@ -311,17 +447,15 @@ class SB3Trainer:
         if policy_kwargs:
             raise ValueError(f"SB3 policies take no test-time settings, got {policy_kwargs}")
         file, norm = self.model_file(Path(path), which)
-        model = factory.algo_class(run).load(file, device=run.body.get("device", "cpu"))
         env = factory.make_vec_env(
             stages(run)[-1][0],
             n_envs=n_envs or run.eval.n_envs,
             training=False,
             extra_wrappers=wrappers,
         )
-        if isinstance(env, VecNormalize) and norm.exists():
-            env = VecNormalize.load(str(norm), env.venv)
-            env.training, env.norm_reward = False, False
         try:
+            model = build_model(stages(run)[-1][0], env, file, probe=True)
+            env = _norm_env(env, norm)
             result = evaluate_policy(model, env, n_episodes, "deterministic", seed)
         finally:
             env.close()
@@ -352,6 +486,9 @@ class SB3Trainer:
             "n_episodes": n,
             "policies": summary(results),
         }
+        if run.eval.final_steps:  # seed 003's metric leads, the test episodes beside it
+            training = final_steps_return(path / "monitor", run.eval.final_steps)
+            out = {"training_return": training, **out}
         if which == "best" and file.name == "best_model.zip":
             last, last_norm = self.model_file(path, "last")
             steps, last_results = self._evaluate_file(run, last, last_norm, n, seed)

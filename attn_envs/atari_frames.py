@@ -1,0 +1,165 @@
+"""Atari frames as seed 003 (Wang et al. 2019, E8) and DQN 2013 preprocess them.
+
+The paper: "we convert the RGB image to a grayscale image and then down-sample it to
+110x84. Finally we crop it and get an 84x84 region which captures the playing area."
+SB3's ``AtariWrapper`` (``WarpFrame``) instead squashes the whole 210x160 frame to 84x84,
+score and borders included, with another aspect ratio. ``DownsampleCropObservation`` does the
+paper's step; ``AtariCropWrapper`` is SB3's ``AtariWrapper`` with it in place of
+``WarpFrame`` (no-op reset, frame skip with max-pooling, life loss, fire reset, reward
+clipping unchanged).
+
+The crop keeps rows ``[18, 102)`` of the 110x84 frame, i.e. rows ~34..194 of the original:
+the DQN 2013 paper names no offset; this is the common choice of its reimplementations and
+spans the playing field of Pong (score above it, bottom wall at ~194) and Breakout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cv2
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from stable_baselines3.common.atari_wrappers import (
+    ClipRewardEnv,
+    EpisodicLifeEnv,
+    FireResetEnv,
+    MaxAndSkipEnv,
+    NoopResetEnv,
+    StickyActionEnv,
+)
+
+from attn_envs._spaces import require_box, require_int
+
+__all__ = ["AtariCropWrapper", "DownsampleCropObservation"]
+
+
+class DownsampleCropObservation(
+    gym.ObservationWrapper[np.ndarray, Any, np.ndarray], gym.utils.RecordConstructorArgs
+):
+    """Grey, downsample to ``height x width``, crop ``size x size`` from row ``crop_top``.
+
+    Grey uses OpenCV's weights (``cv2.COLOR_RGB2GRAY``) on an RGB ``(H, W, 3)`` input; a grey
+    ``(H, W)`` or ``(H, W, 1)`` input is used as it is. The downsampling is ``cv2.INTER_AREA``
+    (as SB3's ``WarpFrame``); the crop spans all columns when ``width == size``, else it is
+    centred. The output is ``(size, size, 1)`` uint8, channel last like ``WarpFrame``'s.
+
+    Args:
+        env: Env with a uint8 Box observation of shape ``(H, W, 3)``, ``(H, W)`` or
+            ``(H, W, 1)``.
+        height: Rows after downsampling (paper: 110).
+        width: Columns after downsampling (paper: 84).
+        crop_top: First row of the crop in the downsampled frame.
+        size: Side of the square crop (paper: 84).
+
+    Example:
+        >>> import ale_py
+        >>> gym.register_envs(ale_py)
+        >>> env = DownsampleCropObservation(gym.make("ALE/Pong-v5"))
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape, obs.dtype
+        ((84, 84, 1), dtype('uint8'))
+        >>> env.close()
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        height: int = 110,
+        width: int = 84,
+        crop_top: int = 18,
+        size: int = 84,
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self, height=height, width=width, crop_top=crop_top, size=size
+        )
+        gym.ObservationWrapper.__init__(self, env)
+        name = type(self).__name__
+        space = require_box(env.observation_space, name, ndim=(2, 3))
+        if space.dtype != np.uint8 or (len(space.shape) == 3 and space.shape[2] not in (1, 3)):
+            raise ValueError(
+                f"{name} needs a uint8 (H, W, 3) RGB or (H, W[, 1]) grey observation, got "
+                f"shape {space.shape} and dtype {space.dtype}"
+            )
+        self.height = require_int(height, "height")
+        self.width = require_int(width, "width")
+        self.size = require_int(size, "size")
+        self.crop_top = require_int(crop_top, "crop_top", minimum=0)
+        if self.crop_top + self.size > self.height or self.size > self.width:
+            raise ValueError(
+                f"a {size}x{size} crop from row {crop_top} does not fit a {height}x{width} frame"
+            )
+        self._rgb = len(space.shape) == 3 and space.shape[2] == 3
+        self._left = (self.width - self.size) // 2
+        self.observation_space = spaces.Box(0, 255, (self.size, self.size, 1), dtype=np.uint8)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        frame = np.ascontiguousarray(observation)
+        if self._rgb:
+            frame = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+        elif frame.ndim == 3:
+            frame = frame[..., 0]
+        small = cv2.resize(frame, (self.width, self.height), interpolation=cv2.INTER_AREA)
+        crop = small[self.crop_top : self.crop_top + self.size, self._left : self._left + self.size]
+        return crop[..., None]
+
+
+class AtariCropWrapper(
+    gym.Wrapper[np.ndarray, int, np.ndarray, int], gym.utils.RecordConstructorArgs
+):
+    """SB3's ``AtariWrapper`` with the paper's downsample-and-crop instead of ``WarpFrame``.
+
+    Innermost first: sticky actions (if ``action_repeat_probability > 0``), up to
+    ``noop_max`` no-ops at reset, frame skip with max-pooling of the last two frames, life
+    loss as episode end (``terminal_on_life_loss``), FIRE at reset where the game has it,
+    :class:`DownsampleCropObservation`, reward clipping to its sign. Use it on frame-skip-1
+    envs (``ALE/<Game>-v5`` with ``frameskip=1``, or ``<Game>NoFrameskip-v4``).
+
+    Example:
+        >>> import ale_py
+        >>> gym.register_envs(ale_py)
+        >>> env = AtariCropWrapper(gym.make("ALE/Breakout-v5", frameskip=1))
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape
+        (84, 84, 1)
+        >>> env.close()
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        noop_max: int = 30,
+        frame_skip: int = 4,
+        terminal_on_life_loss: bool = True,
+        clip_reward: bool = True,
+        action_repeat_probability: float = 0.0,
+        crop_top: int = 18,
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            noop_max=noop_max,
+            frame_skip=frame_skip,
+            terminal_on_life_loss=terminal_on_life_loss,
+            clip_reward=clip_reward,
+            action_repeat_probability=action_repeat_probability,
+            crop_top=crop_top,
+        )
+        if not hasattr(env.unwrapped, "get_action_meanings"):
+            raise TypeError(
+                f"AtariCropWrapper needs an ALE env, got {type(env.unwrapped).__name__}"
+            )
+        if action_repeat_probability > 0.0:
+            env = StickyActionEnv(env, action_repeat_probability)
+        if noop_max > 0:
+            env = NoopResetEnv(env, noop_max=noop_max)
+        if frame_skip > 1:
+            env = MaxAndSkipEnv(env, skip=frame_skip)
+        if terminal_on_life_loss:
+            env = EpisodicLifeEnv(env)
+        if "FIRE" in env.unwrapped.get_action_meanings():
+            env = FireResetEnv(env)
+        env = DownsampleCropObservation(env, crop_top=crop_top)
+        if clip_reward:
+            env = ClipRewardEnv(env)
+        gym.Wrapper.__init__(self, env)

@@ -1,0 +1,580 @@
+"""The break-it pass of issue 16, rerunnable: hostile inputs and faults, one outcome per probe.
+
+Every probe drives the real ``attn-zoo`` CLI in a subprocess (or the library where the CLI
+has no handle) in a temporary folder and checks one promise:
+
+- bad configs and values: exit 2, one ``attn-zoo: error:`` line, no traceback, no folder;
+- hostile artefacts (pickles that write a marker file, tampered or damaged files): refused
+  or ignored, never run;
+- kills: SIGKILL mid-run then ``--resume`` ends bit for bit where an uninterrupted CMA-ES
+  run ends; a second SIGINT 0-80 ms after the first leaves a loadable SB3 checkpoint;
+- concurrency: runs started together get distinct folders; ``--resume`` of a live run is
+  refused; a dead holder's lock is taken over;
+- a write that fails (file-size limit, as a full disk) keeps the previous checkpoint and
+  marks the run ``failed`` with the reason.
+
+Usage::
+
+    OMP_NUM_THREADS=1 python benchmarks/break_it.py [--out benchmarks/results/break_it.json]
+
+Exit status 0 when every probe holds, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PPO: dict[str, Any] = {
+    "algo": "ppo",
+    "env": "CartPole-v1",
+    "policy": "MlpPolicy",
+    "n_envs": 1,
+    "n_steps": 32,
+    "batch_size": 32,
+    "n_epochs": 1,
+    "n_timesteps": 64,
+    "save_freq": 32,
+    "normalize": True,
+    "policy_kwargs": {"net_arch": [8]},
+    "eval": {"freq": 0, "final_episodes": 2},
+}
+DQN: dict[str, Any] = {
+    "algo": "dqn",
+    "env": "CartPole-v1",
+    "policy": "MlpPolicy",
+    "n_timesteps": 4000,
+    "buffer_size": 4000,
+    "learning_starts": 100,
+    "save_freq": 500,
+    "policy_kwargs": {"net_arch": [8]},
+    "eval": {"freq": 0, "final_episodes": 2},
+}
+CMAES: dict[str, Any] = {
+    "algo": "cmaes",
+    "env": "attn_envs/CartPoleSwingUpHarder-v0",
+    "policy": "fnn",
+    "n_generations": 40,
+    "population": 16,
+    "repeats": 2,
+    "max_episode_steps": 200,
+    "eval": {"freq": 10, "n_episodes": 2, "final_episodes": 2},
+}
+
+BAD_CONFIGS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("n_timesteps 0", PPO, {"n_timesteps": 0}),
+    ("n_timesteps negative", PPO, {"n_timesteps": -5}),
+    ("n_timesteps 1e13", PPO, {"n_timesteps": 10**13}),
+    ("n_envs 0", PPO, {"n_envs": 0}),
+    ("torch_threads 100000", PPO, {"torch_threads": 100000}),
+    ("gamma 1.5", PPO, {"gamma": 1.5}),
+    ("gamma negative", PPO, {"gamma": -0.1}),
+    ("batch_size 0", PPO, {"batch_size": 0}),
+    ("save_freq negative", PPO, {"save_freq": -1}),
+    ("learning_rate negative", PPO, {"learning_rate": -1.0}),
+    ("learning_rate nan", PPO, {"learning_rate": float("nan")}),
+    ("unknown key", PPO, {"n_timestep": 5}),
+    ("policy typo", PPO, {"policy": "MlpPolcy"}),
+    ("buffer_size 1e12", DQN, {"buffer_size": 10**12 - 1}),
+    ("buffer_size 1e10 (memory estimate)", DQN, {"buffer_size": 10**10}),
+    ("buffer_size 0", DQN, {"buffer_size": 0}),
+    ("n_generations 0", CMAES, {"n_generations": 0}),
+    ("max_episode_steps 0", CMAES, {"max_episode_steps": 0}),
+    ("sigma0 0", CMAES, {"sigma0": 0}),
+    ("sigma0 inf", CMAES, {"sigma0": float("inf")}),
+    ("population 1", CMAES, {"population": 1}),
+    ("cma_options unknown key", CMAES, {"cma_options": {"CMA_diagonl": True}}),
+    ("n_workers 0", CMAES, {"evaluator": "processes", "n_workers": 0}),
+    ("evaluator typo", CMAES, {"evaluator": "proceses"}),
+]
+CALLABLES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("cmaes policy os:system", CMAES, {"policy": "os:system", "policy_kwargs": {"command": "@"}}),
+    ("cmaes action_fn os:system", CMAES, {"action_fn": "os:system"}),
+    ("sb3 policy os:system", PPO, {"policy": "os:system"}),
+    ("sb3 algo os:system", PPO, {"algo": "os:system"}),
+    ("wrapper os:system", PPO, {"env_wrapper": [{"os:system": {"command": "@"}}]}),
+    ("extractor os:system", PPO, {"policy_kwargs": {"features_extractor_class": "os:system"}}),
+    ("activation os:system", PPO, {"policy_kwargs": {"activation_fn": "os:system"}}),
+    ("replay buffer os:system", DQN, {"replay_buffer_class": "os:system"}),
+]
+
+
+def payload(marker: Path) -> bytes:
+    """A pickle that runs ``os.system("touch <marker>")`` when unpickled."""
+    command = f"touch {marker}".encode()
+    return (
+        b"\x80\x04\x8c\x02os\x8c\x06system\x93"
+        + b"\x8c" + bytes([len(command)]) + command
+        + b"\x85R."
+    )  # fmt: skip
+
+
+def numpy_bypass(marker: Path) -> bytes:
+    """``os.system`` reached through ``numpy``: what the old CMA-ES unpickler admitted."""
+    name, command = b"testing._private.utils.os.system", f"touch {marker}".encode()
+    return (
+        b"\x80\x04\x8c\x05numpy\x8c" + bytes([len(name)]) + name + b"\x93"
+        + b"\x8c" + bytes([len(command)]) + command
+        + b"\x85R."
+    )  # fmt: skip
+
+
+class Prober:
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.results: list[dict[str, Any]] = []
+        self.env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def cli(self, *args: str, limit_bytes: int | None = None, timeout: float = 600) -> Any:
+        def limits() -> None:
+            if limit_bytes is not None:
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+        return subprocess.run(
+            [sys.executable, "-m", "zoo.cli", *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+            preexec_fn=limits,
+        )
+
+    def spawn(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "zoo.cli", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env,
+        )
+
+    def config(self, name: str, body: dict[str, Any]) -> Path:
+        folder = Path(tempfile.mkdtemp(dir=self.work, prefix=f"{name}-"))
+        path = folder / f"{name}.yml"
+        path.write_text(yaml.safe_dump({name: body}, sort_keys=False))
+        return path
+
+    def record(self, category: str, name: str, check: Callable[[], tuple[bool, str]]) -> None:
+        start = time.perf_counter()
+        try:
+            ok, detail = check()
+        except Exception as err:  # a probe that crashes is a failed probe
+            ok, detail = False, f"probe crashed: {type(err).__name__}: {err}"
+        seconds = round(time.perf_counter() - start, 1)
+        self.results.append(
+            {"category": category, "probe": name, "ok": ok, "detail": detail, "s": seconds}
+        )
+        print(f"{'ok  ' if ok else 'FAIL'} [{category}] {name}: {detail} ({seconds} s)", flush=True)
+
+    @staticmethod
+    def one_line_exit_2(proc: Any) -> tuple[bool, str]:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        ok = (
+            proc.returncode == 2
+            and len(lines) == 1
+            and lines[0].startswith("attn-zoo: error:")
+            and "Traceback" not in proc.stderr
+        )
+        return ok, f"exit {proc.returncode}: {lines[-1][:150] if lines else '(no message)'}"
+
+    # -- probes ----------------------------------------------------------------------------
+
+    def bad_configs(self) -> None:
+        for name, base, change in BAD_CONFIGS:
+
+            def check(base: dict[str, Any] = base, change: dict[str, Any] = change) -> Any:
+                config = self.config("bad", {**base, **change})
+                root = config.parent / "runs"
+                proc = self.cli("train", str(config), "--root", str(root), "--no-progress")
+                ok, detail = self.one_line_exit_2(proc)
+                return ok and not root.exists(), detail + ("" if not root.exists() else "; folder!")
+
+            self.record("bad config", name, check)
+
+        def bad_yaml(text: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                config = self.config("bad", {})
+                config.write_text(text)
+                return self.one_line_exit_2(self.cli("train", str(config), "--no-progress"))
+
+            return check
+
+        self.record("bad config", "YAML syntax error", bad_yaml("bad: {algo: ppo, env: [\n"))
+        marker = self.work / "yaml-marker"
+        tag = f"bad: !!python/object/apply:os.system ['touch {marker}']\n"
+        self.record("bad config", "unsafe YAML tag", bad_yaml(tag))
+
+        def bad_set() -> tuple[bool, str]:
+            config = self.config("cart", PPO)
+            return self.one_line_exit_2(self.cli("train", str(config), "--set", "n_timesteps"))
+
+        self.record("bad config", "--set without '='", bad_set)
+
+    def callables(self) -> None:
+        for name, base, change in CALLABLES:
+
+            def check(base: dict[str, Any] = base, change: dict[str, Any] = change) -> Any:
+                marker = self.work / f"marker-{random.getrandbits(32)}"
+                text = json.dumps({**base, **change}).replace("@", f"touch {marker}")
+                config = self.config("evil", json.loads(text))
+                ok, detail = self.one_line_exit_2(
+                    self.cli("train", str(config), "--root", str(config.parent / "r"))
+                )
+                return ok and not marker.exists(), detail
+
+            self.record("config runs code", name, check)
+
+    def artefacts(self) -> None:
+        ppo_cfg = self.config("cart", PPO)
+        proc = self.cli("train", str(ppo_cfg), "--root", str(ppo_cfg.parent / "runs"))
+        if proc.returncode != 0:
+            self.record("artefact", "train the PPO run", lambda: (False, proc.stderr[-300:]))
+            return
+        (ppo,) = (ppo_cfg.parent / "runs" / "cart").iterdir()
+        expected = json.loads(self.cli("evaluate", str(ppo), "--json").stdout or "{}").get(
+            "policies"
+        )
+
+        def copy() -> Path:
+            target = Path(tempfile.mkdtemp(dir=self.work, prefix="copy-")) / "run"
+            shutil.copytree(ppo, target)
+            return target
+
+        def poison_zip(file: Path, marker: Path) -> None:
+            with zipfile.ZipFile(file) as archive:
+                entries = {n: archive.read(n) for n in archive.namelist()}
+            data = json.loads(entries["data"])
+            data["policy_class"][":serialized:"] = base64.b64encode(payload(marker)).decode()
+            entries["data"] = json.dumps(data).encode()
+            with zipfile.ZipFile(file, "w") as archive:
+                for n, content in entries.items():
+                    archive.writestr(n, content)
+
+        def interrupted(run: Path) -> None:
+            status = json.loads((run / "status.json").read_text())
+            (run / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+
+        def poisoned_model(which: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run, marker = copy(), self.work / f"m-{random.getrandbits(32)}"
+                poison_zip(run / which, marker)
+                proc = self.cli("evaluate", str(run), "--json", "--which", "last")
+                result = json.loads(proc.stdout or "{}").get("policies")
+                same = result == expected
+                return (
+                    proc.returncode == 0 and same and not marker.exists(),
+                    f"exit {proc.returncode}, same figures: {same}, marker: {marker.exists()}",
+                )
+
+            return check
+
+        self.record("artefact", "poisoned model.zip on evaluate", poisoned_model("model.zip"))
+
+        def poisoned_last() -> tuple[bool, str]:
+            run, marker = copy(), self.work / f"m-{random.getrandbits(32)}"
+            poison_zip(run / "checkpoints" / "last.zip", marker)
+            interrupted(run)
+            proc = self.cli("train", "--resume", str(run), "--no-progress")
+            return proc.returncode == 0 and not marker.exists(), f"exit {proc.returncode}"
+
+        self.record("artefact", "poisoned last.zip on --resume", poisoned_last)
+
+        for name, command in (
+            ("vecnormalize.pkl", "evaluate"),
+            ("checkpoints/last_vecnormalize.pkl", "resume"),
+            ("checkpoints/last_replay_buffer.pkl", "resume"),
+        ):
+
+            def check(name: str = name, command: str = command) -> tuple[bool, str]:
+                run, marker = copy(), self.work / f"m-{random.getrandbits(32)}"
+                (run / name).write_bytes(payload(marker))
+                for npz in run.glob("vecnormalize*.npz"):
+                    npz.unlink()
+                if command == "resume":
+                    interrupted(run)
+                    proc = self.cli("train", "--resume", str(run), "--no-progress")
+                else:
+                    proc = self.cli("evaluate", str(run))
+                ok, detail = self.one_line_exit_2(proc)
+                return ok and not marker.exists(), detail
+
+            self.record("artefact", f"pickled {name} on {command}", check)
+
+        def damaged(name: str, content: bytes, *args: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run = copy()
+                (run / name).write_bytes(content)
+                return self.one_line_exit_2(self.cli(*args, str(run)))
+
+            return check
+
+        self.record("artefact", "truncated model.zip", damaged("model.zip", b"PK\x03", "evaluate"))
+        self.record("artefact", "damaged status.json", damaged("status.json", b"{", "evaluate"))
+        self.record(
+            "artefact", "YAML error in config.yml", damaged("config.yml", b"a: [", "evaluate")
+        )
+        self.record(
+            "artefact", "evaluate --episodes 0", lambda: self.one_line_exit_2(
+                self.cli("evaluate", str(ppo), "--episodes", "0")
+            )
+        )  # fmt: skip
+
+        def foreign_config() -> tuple[bool, str]:
+            run, marker = copy(), self.work / f"m-{random.getrandbits(32)}"
+            config = yaml.safe_load((run / "config.yml").read_text())
+            body = next(iter(config.values()))
+            body.update(algo="cmaes", policy="os:system", n_generations=1)
+            body["policy_kwargs"] = {"command": f"touch {marker}"}
+            for key in ("n_steps", "batch_size", "n_epochs", "n_envs", "normalize", "save_freq"):
+                body.pop(key, None)
+            (run / "config.yml").write_text(yaml.safe_dump(config))
+            ok, detail = self.one_line_exit_2(self.cli("evaluate", str(run)))
+            return ok and not marker.exists(), detail
+
+        self.record("artefact", "foreign config.yml calling os:system", foreign_config)
+
+        cma_cfg = self.config("es", {**CMAES, "n_generations": 3})
+        proc = self.cli("train", str(cma_cfg), "--root", str(cma_cfg.parent / "runs"))
+        (es,) = (cma_cfg.parent / "runs" / "es").iterdir()
+
+        def cma_pickle() -> tuple[bool, str]:
+            target = Path(tempfile.mkdtemp(dir=self.work)) / "run"
+            shutil.copytree(es, target)
+            marker = self.work / f"m-{random.getrandbits(32)}"
+            (state,) = (target / "checkpoints").glob("cma_state-*.npz")
+            state.write_bytes(numpy_bypass(marker))
+            interrupted(target)
+            ok, detail = self.one_line_exit_2(self.cli("train", "--resume", str(target)))
+            return ok and not marker.exists(), detail
+
+        self.record("artefact", "CMA-ES state: numpy.*.os.system pickle", cma_pickle)
+        self.record(
+            "artefact", "truncated CMA-ES best_model.pt",
+            lambda: self._damaged_copy(es, "best_model.pt", b"\x80\x02", "evaluate"),
+        )  # fmt: skip
+
+    def _damaged_copy(self, run: Path, name: str, content: bytes, command: str) -> Any:
+        target = Path(tempfile.mkdtemp(dir=self.work)) / "run"
+        shutil.copytree(run, target)
+        (target / name).write_bytes(content)
+        return self.one_line_exit_2(self.cli(command, str(target)))
+
+    def kills(self, trials: int) -> None:
+        config = self.config("es", CMAES)
+        root = config.parent / "runs"
+        straight = self.cli("train", str(config), "--root", str(root / "a"), "--no-progress")
+        (reference,) = (root / "a" / "es").iterdir()
+        if straight.returncode != 0:
+            self.record("kill", "uninterrupted CMA-ES run", lambda: (False, straight.stderr[-300:]))
+            return
+        import torch
+
+        want = torch.load(reference / "model.pt", weights_only=True)
+        for trial in range(trials):
+
+            def check(trial: int = trial) -> tuple[bool, str]:
+                out = root / f"k{trial}"
+                proc = self.spawn("train", str(config), "--root", str(out), "--no-progress")
+                deadline = time.time() + 120
+                while not list(out.glob("es/*/checkpoints/trainer.json")):
+                    if time.time() > deadline or proc.poll() is not None:
+                        return False, "no checkpoint appeared"
+                    time.sleep(0.02)
+                time.sleep(random.uniform(0.0, 0.5))
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                (run,) = (out / "es").iterdir()
+                generation = json.loads((run / "checkpoints" / "trainer.json").read_text())
+                resumed = self.cli("train", "--resume", str(run), "--no-progress")
+                got = torch.load(run / "model.pt", weights_only=True)
+                same = all(torch.equal(got[k], want[k]) for k in want)
+                return (
+                    resumed.returncode == 0 and same,
+                    f"killed after generation {generation['generation']}, resumed exit "
+                    f"{resumed.returncode}, bit for bit: {same}",
+                )
+
+            self.record("kill", f"CMA-ES SIGKILL + --resume #{trial}", check)
+
+        dqn = self.config("dqn", DQN)
+        for trial in range(trials):
+
+            def double_ctrl_c(trial: int = trial) -> tuple[bool, str]:
+                out = dqn.parent / f"runs{trial}"
+                proc = self.spawn("train", str(dqn), "--root", str(out), "--no-progress")
+                deadline = time.time() + 120
+                while not list(out.glob("dqn/*/checkpoints/last.zip")):
+                    if time.time() > deadline or proc.poll() is not None:
+                        return False, "no checkpoint appeared"
+                    time.sleep(0.02)
+                time.sleep(random.uniform(0.0, 0.3))
+                proc.send_signal(signal.SIGINT)
+                gap = random.uniform(0.0, 0.08)
+                time.sleep(gap)
+                proc.send_signal(signal.SIGINT)
+                proc.wait()
+                (run,) = (out / "dqn").iterdir()
+                resumed = self.cli("train", "--resume", str(run), "--no-progress")
+                return (
+                    resumed.returncode == 0,
+                    f"second SIGINT {gap * 1000:.0f} ms after the first; resume exit "
+                    f"{resumed.returncode} {resumed.stderr.strip()[-150:]}",
+                )
+
+            self.record("kill", f"SB3 DQN double Ctrl-C #{trial}", double_ctrl_c)
+
+        def before_first_checkpoint() -> tuple[bool, str]:
+            out = dqn.parent / "early"
+            proc = self.spawn("train", str(dqn), "--root", str(out), "--no-progress")
+            while not list(out.glob("dqn/*/status.json")):
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            (run,) = (out / "dqn").iterdir()
+            had = (run / "checkpoints" / "last.zip").exists()
+            resumed = self.cli("train", "--resume", str(run), "--no-progress")
+            return (
+                resumed.returncode == 0,
+                f"checkpoint existed: {had}; resume exit {resumed.returncode}",
+            )
+
+        self.record("kill", "SIGKILL before the first checkpoint", before_first_checkpoint)
+
+    def concurrency(self) -> None:
+        config = self.config("cart", {**PPO, "n_timesteps": 32})
+        root = config.parent / "runs"
+
+        def same_second() -> tuple[bool, str]:
+            procs = [self.spawn("train", str(config), "--root", str(root)) for _ in range(3)]
+            for proc in procs:
+                proc.wait()
+            folders = list((root / "cart").iterdir())
+            codes = [p.returncode for p in procs]
+            return len(folders) == 3 and codes == [
+                0,
+                0,
+                0,
+            ], f"{len(folders)} folders, exits {codes}"
+
+        self.record("concurrency", "three runs started together", same_second)
+
+        def live_resume() -> tuple[bool, str]:
+            dqn = self.config("dqn", {**DQN, "n_timesteps": 100_000})  # still live when killed
+            out = dqn.parent / "runs"
+            proc = self.spawn("train", str(dqn), "--root", str(out), "--no-progress")
+            while not list(out.glob("dqn/*/checkpoints/last.zip")):
+                time.sleep(0.02)
+            (run,) = (out / "dqn").iterdir()
+            second = self.cli("train", "--resume", str(run))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            ok, detail = self.one_line_exit_2(second)
+            from zoo.trainers.sb3_state import read_counters
+
+            done = int(read_counters(run / "checkpoints" / "last.zip")["num_timesteps"])
+            text = (run / "config.yml").read_text()  # 500 more steps, not all 100,000
+            (run / "config.yml").write_text(
+                text.replace("n_timesteps: 100000", f"n_timesteps: {done + 500}")
+            )
+            stale = self.cli("train", "--resume", str(run), "--no-progress")
+            return (
+                ok and "in use by process" in second.stderr and stale.returncode == 0,
+                f"{detail}; after SIGKILL of the holder: exit {stale.returncode} "
+                f"{stale.stderr.strip()[:150]}",
+            )
+
+        self.record("concurrency", "--resume of a live run, then of a killed one", live_resume)
+
+    def disk_full(self) -> None:
+        def check() -> tuple[bool, str]:
+            config = self.config("dqn", {**DQN, "n_timesteps": 1000, "buffer_size": 5000})
+            root = config.parent / "runs"
+            first = self.cli("train", str(config), "--root", str(root), "--no-progress")
+            (run,) = (root / "dqn").iterdir()
+            status = json.loads((run / "status.json").read_text())
+            (run / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+            # 1000 more steps to train, so the resumed run writes checkpoints again.
+            text = (
+                (run / "config.yml").read_text().replace("n_timesteps: 1000", "n_timesteps: 2000")
+            )
+            (run / "config.yml").write_text(text)
+            before = (run / "checkpoints" / "last.zip").read_bytes()
+            # Writes over 20 kB fail (EFBIG), as on a full disk; status.json still fits.
+            limited = self.cli("train", "--resume", str(run), "--no-progress", limit_bytes=20_000)
+            status = json.loads((run / "status.json").read_text())
+            kept = (run / "checkpoints" / "last.zip").read_bytes() == before
+            again = self.cli("train", "--resume", str(run), "--no-progress")
+            ok = (
+                first.returncode == 0
+                and limited.returncode != 0
+                and status.get("state") == "failed"
+                and kept
+                and again.returncode == 0
+            )
+            return ok, (
+                f"limited exit {limited.returncode}, status {status.get('state')} "
+                f"({str(status.get('reason'))[:80]}), checkpoint kept: {kept}, "
+                f"resume after: exit {again.returncode}"
+            )
+
+        self.record("disk", "checkpoint write fails (file-size limit)", check)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="benchmarks/results/break_it.json")
+    parser.add_argument("--trials", type=int, default=3, help="kill trials per kind")
+    parser.add_argument("--only", nargs="*", help="categories to run (default all)")
+    args = parser.parse_args()
+    random.seed(0)
+    work = Path(tempfile.mkdtemp(prefix="break_it-"))
+    prober = Prober(work)
+    steps = {
+        "configs": prober.bad_configs,
+        "callables": prober.callables,
+        "artefacts": prober.artefacts,
+        "kills": lambda: prober.kills(args.trials),
+        "concurrency": prober.concurrency,
+        "disk": prober.disk_full,
+    }
+    start = time.perf_counter()
+    try:
+        for name, step in steps.items():
+            if not args.only or name in args.only:
+                step()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    failed = [r for r in prober.results if not r["ok"]]
+    summary = {
+        "probes": len(prober.results),
+        "failed": len(failed),
+        "seconds": round(time.perf_counter() - start, 1),
+        "results": prober.results,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(summary, indent=1))
+    print(f"{len(prober.results) - len(failed)}/{len(prober.results)} probes hold; see {args.out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

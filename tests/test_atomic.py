@@ -1,0 +1,63 @@
+"""Tests for attn_policies.atomic: writes leave the old file or the new one, never a torn one."""
+
+from __future__ import annotations
+
+import errno
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from attn_policies.atomic import atomic_path, atomic_write
+
+
+def test_a_write_interrupted_midway_keeps_the_previous_file(tmp_path: Path) -> None:
+    file = tmp_path / "last.zip"
+    atomic_write(file, b"old checkpoint")
+    with pytest.raises(KeyboardInterrupt), atomic_path(file) as tmp:
+        tmp.write_bytes(b"half of the new")
+        raise KeyboardInterrupt  # a second Ctrl-C during the save
+    assert file.read_bytes() == b"old checkpoint"
+    assert [p.name for p in tmp_path.iterdir()] == ["last.zip"]  # no temporary left
+
+
+def test_a_full_disk_keeps_the_only_checkpoint(tmp_path: Path) -> None:
+    file = tmp_path / "status.json"
+    atomic_write(file, '{"state": "running"}')
+    with pytest.raises(OSError, match="No space"), atomic_path(file) as tmp:
+        tmp.write_text('{"sta')
+        raise OSError(errno.ENOSPC, "No space left on device")
+    assert file.read_text() == '{"state": "running"}'
+
+
+def test_temporary_names_keep_the_suffix_and_are_hidden(tmp_path: Path) -> None:
+    with atomic_path(tmp_path / "model.zip") as tmp:
+        assert tmp.suffix == ".zip" and tmp.name.startswith(".")
+        tmp.write_bytes(b"x")
+    assert (tmp_path / "model.zip").read_bytes() == b"x"
+
+
+WRITER = """
+import sys
+from attn_policies.atomic import atomic_write
+k = 0
+while True:
+    k += 1
+    atomic_write(sys.argv[1], bytes([k % 256]) * 2_000_000)
+"""
+
+
+def test_sigkill_during_writes_never_leaves_a_torn_file(tmp_path: Path) -> None:
+    file = tmp_path / "buffer.npz"
+    for delay in (0.05, 0.15, 0.3):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(file)])
+        time.sleep(delay)
+        while not file.exists() and proc.poll() is None:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        data = file.read_bytes()
+        assert len(data) == 2_000_000 and len(set(data)) == 1  # one complete version

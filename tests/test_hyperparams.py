@@ -1,0 +1,61 @@
+"""The rl-baselines3-zoo hyper-parameter files in zoo/hyperparams, run by rl-zoo3 itself.
+
+Each command is the README's, verbatim, with a short ``-n``; the trained models must be
+ours (the relational Q-network, the AWRL extractor), not rl-zoo3 defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from stable_baselines3 import DQN, PPO
+
+import zoo
+
+HYPERPARAMS = Path(zoo.__file__).parent / "hyperparams"
+
+
+def rl_zoo3_train(tmp_path: Path, algo: str, env: str, steps: int) -> Path:
+    """``python -m rl_zoo3.train ... -conf zoo/hyperparams/<algo>.yml``; the saved model."""
+    cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", algo, "--env", env,
+           "--gym-packages", "attn_envs", "-conf", str(HYPERPARAMS / f"{algo}.yml"),
+           "-n", str(steps), "-f", str(tmp_path), "--eval-freq", "-1", "--seed", "0"]  # fmt: skip
+    env_vars = {**os.environ, "OMP_NUM_THREADS": "1"}
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env_vars
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (model,) = (tmp_path / algo).glob(f"*_1/{env.replace('/', '-')}.zip")
+    return model
+
+
+def test_every_file_names_registered_envs_and_rl_zoo3_keys() -> None:
+    import ale_py
+    import gymnasium as gym
+
+    import attn_envs  # noqa: F401
+
+    gym.register_envs(ale_py)
+
+    files = sorted(HYPERPARAMS.glob("*.yml"))
+    assert [f.stem for f in files] == ["a2c", "dqn", "ppo"]
+    for file in files:
+        for env_id, params in yaml.safe_load(file.read_text()).items():
+            gym.spec(env_id)  # raises for an unknown id
+            assert {"n_timesteps", "policy"} <= set(params), (file.name, env_id)
+
+
+def test_rl_zoo3_trains_doorkey_and_distractor_pong_verbatim(tmp_path: Path) -> None:
+    doorkey = "attn_envs/EgocentricDoorKey-5x5-v0"
+    dqn = DQN.load(rl_zoo3_train(tmp_path / "dqn", "dqn", doorkey, 120))
+    assert type(dqn.policy).__name__ == "RelationalDQNPolicy"
+    assert dqn.replay_buffer_class.__name__ == "OversamplingReplayBuffer"
+    assert dqn.num_timesteps == 120
+    ppo = PPO.load(rl_zoo3_train(tmp_path / "ppo", "ppo", "attn_envs/DistractorPong-v0", 1024))
+    assert type(ppo.policy.features_extractor).__name__ == "AWRLExtractor"
+    assert ppo.n_envs == 8 and ppo.n_steps == 128 and ppo.num_timesteps == 1024

@@ -1,0 +1,91 @@
+"""Tests for zoo.trainers.sb3_state: SB3 artefacts as tensors and arrays, atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from stable_baselines3 import DQN
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecNormalize
+
+from zoo.config import ConfigError
+from zoo.trainers import sb3_state
+from zoo.trainers.sb3 import save_checkpoint
+
+
+def _dqn(seed: int = 0, steps: int = 0) -> DQN:
+    model = DQN(
+        "MlpPolicy",
+        make_vec_env("CartPole-v1", n_envs=1, seed=seed),
+        buffer_size=300,
+        learning_starts=20,
+        policy_kwargs={"net_arch": [8]},
+        seed=seed,
+    )
+    if steps:
+        model.learn(steps)
+    return model
+
+
+def test_model_buffer_and_counters_round_trip(tmp_path: Path) -> None:
+    trained = _dqn(steps=120)
+    sb3_state.save_model(trained, tmp_path / "last.zip")
+    sb3_state.save_replay_buffer(trained.replay_buffer, tmp_path / "buffer.npz")
+    fresh = sb3_state.load_model(_dqn(seed=1), tmp_path / "last.zip")
+    sb3_state.load_replay_buffer(fresh.replay_buffer, tmp_path / "buffer.npz")
+    assert fresh.num_timesteps == 120 and fresh._n_calls == trained._n_calls
+    assert fresh.replay_buffer.pos == trained.replay_buffer.pos
+    np.testing.assert_array_equal(
+        fresh.replay_buffer.observations, trained.replay_buffer.observations
+    )
+    for a, b in zip(fresh.policy.parameters(), trained.policy.parameters(), strict=True):
+        assert (a == b).all()
+    obs = np.zeros((1, 4), np.float32)
+    assert fresh.predict(obs)[0] == trained.predict(obs)[0]
+
+
+def test_a_buffer_of_another_shape_is_refused(tmp_path: Path) -> None:
+    sb3_state.save_replay_buffer(_dqn(steps=30).replay_buffer, tmp_path / "buffer.npz")
+    other = DQN("MlpPolicy", "CartPole-v1", buffer_size=100, policy_kwargs={"net_arch": [8]})
+    with pytest.raises(ConfigError, match=r"buffer\.npz: observations is float32\(300"):
+        sb3_state.load_replay_buffer(other.replay_buffer, tmp_path / "buffer.npz")
+
+
+def test_vecnormalize_statistics_round_trip(tmp_path: Path) -> None:
+    venv = VecNormalize(make_vec_env("CartPole-v1", n_envs=2, seed=0))
+    venv.reset()
+    for _ in range(20):
+        venv.step(np.array([0, 1]))
+    sb3_state.save_vecnormalize(venv, tmp_path / "norm.npz")
+    other = sb3_state.load_vecnormalize(
+        VecNormalize(make_vec_env("CartPole-v1", n_envs=1)), tmp_path / "norm.npz"
+    )
+    obs = np.ones((1, 4), np.float32)
+    np.testing.assert_array_equal(other.normalize_obs(obs), venv.normalize_obs(obs))
+    assert other.obs_rms.count == venv.obs_rms.count
+
+
+def test_a_checkpoint_cut_midway_keeps_the_previous_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = _dqn(steps=40)
+    save_checkpoint(model, tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    model.learn(40, reset_num_timesteps=False)
+
+    def second_ctrl_c(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model, "save", second_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(model, tmp_path)
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert after["last.zip"] == before["last.zip"]  # the model (written last) is intact
+    assert sb3_state.read_counters(tmp_path / "last.zip")["num_timesteps"] == 40
+    # ... and so is the buffer it points at; the newer one is an uncommitted leftover.
+    assert after["last_replay_buffer-40.npz"] == before["last_replay_buffer-40.npz"]
+    monkeypatch.undo()
+    save_checkpoint(model, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.zip", "last_replay_buffer-80.npz"]

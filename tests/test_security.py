@@ -1,0 +1,218 @@
+"""Loading a stranger's run folder, checkpoint or config never runs code (issue 16).
+
+Every payload here writes a marker file when it runs; each test checks the payload is live
+where that matters (plain SB3 loading does run it) and that the zoo refuses or ignores it
+with a clear error, leaving no marker.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from stable_baselines3 import PPO
+
+import zoo
+from zoo.config import ConfigError
+
+CARTPOLE_PPO: dict[str, Any] = {
+    "algo": "ppo",
+    "env": "CartPole-v1",
+    "policy": "MlpPolicy",
+    "n_envs": 1,
+    "n_steps": 32,
+    "batch_size": 32,
+    "n_epochs": 1,
+    "n_timesteps": 64,
+    "save_freq": 32,
+    "normalize": True,
+    "policy_kwargs": {"net_arch": [8]},
+    "eval": {"freq": 0, "final_episodes": 2},
+}
+
+
+def payload(marker: Path) -> bytes:
+    """A pickle that runs ``os.system("touch <marker>")`` when unpickled."""
+    module, name, command = b"os", b"system", f"touch {marker}".encode()
+    return (
+        b"\x80\x04"
+        + b"\x8c" + bytes([len(module)]) + module
+        + b"\x8c" + bytes([len(name)]) + name
+        + b"\x93"
+        + b"\x8c" + bytes([len(command)]) + command
+        + b"\x85R."
+    )  # fmt: skip
+
+
+def write_config(folder: Path, name: str, body: dict[str, Any]) -> Path:
+    path = folder / f"{name}.yml"
+    path.write_text(yaml.safe_dump({name: body}, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("security")
+    return zoo.train(write_config(folder, "cart", CARTPOLE_PPO), root=folder / "runs").path
+
+
+def poison_zip(file: Path, marker: Path) -> None:
+    """Replace the pickled ``policy_class`` entry of an SB3 zip's data with the payload."""
+    with zipfile.ZipFile(file) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    data = json.loads(entries["data"])
+    data["policy_class"][":serialized:"] = base64.b64encode(payload(marker)).decode()
+    entries["data"] = json.dumps(data).encode()
+    with zipfile.ZipFile(file, "w") as archive:
+        for name, content in entries.items():
+            archive.writestr(name, content)
+
+
+def test_poisoned_model_zip_is_live_for_sb3_but_not_run_by_evaluate(
+    trained: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained, run_dir)
+    marker = tmp_path / "pwned"
+    expected = zoo.evaluate(run_dir)["policies"]
+    poison_zip(run_dir / "model.zip", marker)
+    with pytest.raises(Exception):
+        PPO.load(run_dir / "model.zip")
+    assert marker.exists()  # the payload is live for plain SB3 loading
+    marker.unlink()
+    assert zoo.evaluate(run_dir)["policies"] == expected  # tensors only: same figures
+    assert zoo.load(run_dir).model("last").num_timesteps == 64
+    assert not marker.exists()
+
+
+def test_poisoned_checkpoint_is_not_run_on_resume(trained: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained, run_dir)
+    status = json.loads((run_dir / "status.json").read_text())
+    (run_dir / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+    marker = tmp_path / "pwned"
+    poison_zip(run_dir / "checkpoints" / "last.zip", marker)
+    run = zoo.resume(run_dir)
+    assert run.status["state"] == "finished" and not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [
+        ("checkpoints/last_replay_buffer.pkl", "resume"),
+        ("checkpoints/last_vecnormalize.pkl", "resume"),
+        ("vecnormalize.pkl", "evaluate"),
+    ],
+)
+def test_pickled_buffers_and_statistics_are_refused(
+    trained: Path, tmp_path: Path, name: str, what: str
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained, run_dir)
+    marker = tmp_path / "pwned"
+    (run_dir / name).write_bytes(payload(marker))
+    (run_dir / name).with_suffix(".npz").unlink(missing_ok=True)
+    if what == "resume":
+        status = json.loads((run_dir / "status.json").read_text())
+        (run_dir / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+        with pytest.raises(ConfigError, match="pickled"):
+            zoo.resume(run_dir)
+    else:
+        with pytest.raises(ConfigError, match="pickled VecNormalize"):
+            zoo.evaluate(run_dir)
+    assert not marker.exists()
+
+
+def test_damaged_statistics_are_one_clear_error(trained: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained, run_dir)
+    (run_dir / "vecnormalize.npz").write_bytes(b"not an npz")
+    with pytest.raises(ConfigError, match=r"vecnormalize\.npz: not readable"):
+        zoo.evaluate(run_dir)
+    (run_dir / "model.zip").write_bytes(b"truncated")
+    with pytest.raises(ConfigError, match=r"model\.zip: not a readable SB3 model"):
+        zoo.evaluate(run_dir, which="last")
+
+
+CMAES_FNN: dict[str, Any] = {
+    "algo": "cmaes",
+    "env": "attn_envs/CartPoleSwingUpHarder-v0",
+    "policy": "fnn",
+    "n_generations": 2,
+    "population": 4,
+    "repeats": 1,
+    "max_episode_steps": 5,
+    "eval": {"freq": 0, "final_episodes": 2},
+}
+
+
+@pytest.mark.parametrize(
+    ("algo_body", "change"),
+    [
+        (CMAES_FNN, {"policy": "os:system", "policy_kwargs": {"command": "touch {marker}"}}),
+        (CMAES_FNN, {"action_fn": "os:system"}),
+        (CMAES_FNN, {"action_fn": "shutil:rmtree"}),
+        (CARTPOLE_PPO, {"policy": "os:system"}),
+        (CARTPOLE_PPO, {"algo": "os:system"}),
+        (CARTPOLE_PPO, {"env_wrapper": [{"os:system": {"command": "touch {marker}"}}]}),
+        (CARTPOLE_PPO, {"policy_kwargs": {"features_extractor_class": "os:system"}}),
+        (CARTPOLE_PPO, {"policy_kwargs": {"activation_fn": "os:system"}}),
+        (CARTPOLE_PPO, {"policy_kwargs": {"optimizer_class": "os:system"}}),
+    ],
+)
+def test_configs_naming_arbitrary_callables_are_refused(
+    tmp_path: Path, algo_body: dict[str, Any], change: dict[str, Any]
+) -> None:
+    marker = tmp_path / "pwned"
+    body = json.loads(json.dumps({**algo_body, **change}).replace("{marker}", str(marker)))
+    config = write_config(tmp_path, "evil", body)
+    with pytest.raises(ConfigError, match=r"os:system|shutil:rmtree"):
+        zoo.train(config, root=tmp_path / "runs")
+    assert not marker.exists() and not (tmp_path / "runs").exists()
+
+
+def test_dqn_replay_buffer_class_must_be_a_replay_buffer(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    body = {
+        "algo": "dqn",
+        "env": "CartPole-v1",
+        "policy": "MlpPolicy",
+        "n_timesteps": 10,
+        "replay_buffer_class": "os:system",
+    }
+    with pytest.raises(ConfigError, match="not a subclass of ReplayBuffer"):
+        zoo.train(write_config(tmp_path, "evil", body), root=tmp_path / "runs")
+    assert not marker.exists()
+
+
+def test_foreign_run_folder_config_cannot_call_code_on_evaluate(
+    trained: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained, run_dir)
+    marker = tmp_path / "pwned"
+    config = yaml.safe_load((run_dir / "config.yml").read_text())
+    body = next(iter(config.values()))
+    body.update(algo="cmaes", policy="os:system", policy_kwargs={"command": f"touch {marker}"})
+    for key in ("n_steps", "batch_size", "n_epochs", "n_envs", "normalize", "save_freq"):
+        body.pop(key, None)
+    body["n_generations"] = 1
+    (run_dir / "config.yml").write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match="os:system"):
+        zoo.evaluate(run_dir)
+    assert not marker.exists()
+
+
+def test_unsafe_yaml_tags_are_refused(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil.yml"
+    evil.write_text(f"evil: !!python/object/apply:os.system ['touch {marker}']\n")
+    with pytest.raises(ConfigError, match="unsafe or unknown YAML tag"):
+        zoo.train(evil, root=tmp_path / "runs")
+    assert not marker.exists()

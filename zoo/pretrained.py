@@ -1,0 +1,590 @@
+"""Import the seed 001 authors' published agents as ordinary zoo run folders.
+
+google/brain-tokyo-workshop (Apache-2.0) ships trained agents as folders holding
+``config.gin`` (the authors' settings) and ``model.npz`` (key ``params``: one flat float
+vector). :func:`import_checkpoint` reads such a folder without running any of its code (the
+gin file is parsed line by line with :func:`ast.literal_eval`, the npz is loaded with
+``allow_pickle=False``), recognises the solution and the task, maps the vector onto this
+project's module and writes a CMA-ES-style run folder:
+
+- ``config.yml``: our env id, env kwargs and policy with the authors' settings
+  (``algo: cmaes``; ``n_generations: 1`` only satisfies the config check: nothing was
+  trained here);
+- ``model.pt``: the policy's state dict, loaded by ``zoo.load(run).model()``;
+- ``status.json`` (``state: finished``), ``command.txt`` and ``provenance.json`` (source
+  folder, sha256 of both files, the solution and task settings, the authors' logged test
+  score from ``test_log*.txt`` when present).
+
+``attn-zoo evaluate``, ``robustness``, ``record``, ``maps`` and ``plot`` then work on it as on
+any trained run. Supported folders (``AttentionNeuron/pretrained/...`` unless noted):
+
+=========================  =======================================  ===========================
+folder                     solution / task                          our policy / env
+=========================  =======================================  ===========================
+``cartpole_pi``            ``PIFCSolution`` / CartPoleSwingUpTask    ``AttentionNeuronPolicy`` /
+                                                                    CartPoleSwingUpHarder
+``ant_pi``                 ``PIFCSolution`` / PyBulletTask (Ant)     ``AttentionNeuronPolicy`` /
+                                                                    AntBulletEnv-v0
+``ant_mlp``                ``MLPSolution`` / PyBulletTask (Ant)      ``FNNPolicy``
+``carracing_pi``           ``PIAttentionAgent`` / CarRacingTask      ``AttentionNeuronVotingAgent``
+                                                                    / PuzzleCarRacing (classic)
+``carracing``              ``AttentionAgent`` / CarRacingTask        ``AttentionAgent`` /
+                                                                    ClassicCarRacing
+``AttentionAgent/...``     ``VisionTaskSolution`` (2020) /           ``AttentionAgent``
+``/CarRacing``             gym_task.CarRacingTask                   (scores / sqrt(147))
+=========================  =======================================  ===========================
+
+Layouts: the AttentionNeuron repository's vector is ``torch.nn.Module.parameters()`` of its
+modules in order, which is our registration order too, except that ``PIAttentionAgent``'s
+key projection takes its frame differences pixel-major (column ``pix * 3 + d``) where ours
+are frame-major (``d * 36 + pix``), so those columns are permuted. The 2020 AttentionAgent
+lists each layer's ``state_dict`` keys sorted (bias before weight) and divides the voting
+scores by ``sqrt(147)``, the patch size.
+
+The run's env is the unperturbed task (CarRacing on the classic screen, which these agents
+were trained on); the authors' own perturbations (shuffling on reset, noise channels) are
+recorded in ``provenance.json`` and measured with ``attn-zoo robustness``. Only
+``PuzzleCarRacing`` shuffles by itself, as the authors' ``permute_obs`` did.
+
+Example:
+    >>> parse_gin('a.B.x = 3  # note\\nutil.create_task.task_loader = @rl.T()\\n')
+    {'a.B.x': 3, 'util.create_task.task_loader': Reference(name='rl.T')}
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import re
+import shlex
+import sys
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from zoo.config import ConfigError, load_runs
+
+__all__ = ["Checkpoint", "Reference", "import_checkpoint", "parse_gin", "read_checkpoint"]
+
+REPOSITORY = "google/brain-tokyo-workshop"
+_BINDING = re.compile(r"^([A-Za-z_][\w.]*)\s*=\s*(.+)$")
+_LOG_EPISODE = re.compile(r"Episode: (\d+), reward: (-?[\d.]+)")
+_LOG_SUMMARY = re.compile(r"Avg reward: (-?[\d.]+), sd: ([\d.]+)")
+
+
+class Reference(NamedTuple):
+    """A gin reference ``@module.Name`` or ``@module.Name()``."""
+
+    name: str
+
+
+def parse_gin(text: str, where: str = "config.gin") -> dict[str, Any]:
+    """The bindings of a gin file as ``{dotted name: value}``; nothing is imported or run.
+
+    Values are Python literals (:func:`ast.literal_eval`) or references ``@name``
+    (:class:`Reference`); ``import`` lines and comments are skipped.
+
+    Raises:
+        ConfigError: a line that is not a binding of a literal or a reference.
+    """
+    bindings: dict[str, Any] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if "#" in line and not re.search(r"[\"'].*#.*[\"']", line):
+            line = line.split("#", 1)[0].strip()
+        if not line or line.startswith("import "):
+            continue
+        match = _BINDING.match(line)
+        if not match:
+            raise ConfigError(f"{where}:{number}: not a gin binding: {line[:80]!r}")
+        key, value = match.group(1), match.group(2).strip()
+        if value.startswith("@"):
+            bindings[key] = Reference(value[1:].removesuffix("()"))
+            continue
+        try:
+            bindings[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            raise ConfigError(
+                f"{where}:{number}: {key} = {value[:60]!r} is not a literal or a reference"
+            ) from None
+    return bindings
+
+
+@dataclass
+class Checkpoint:
+    """One authors' folder, read and checked.
+
+    Attributes:
+        folder: the folder.
+        solution: the solution class name (``PIFCSolution``, ...).
+        task: the task class name (``CartPoleSwingUpTask``, ...).
+        solution_args: the solution's gin settings, ``{argument: value}``.
+        task_args: the task's gin settings, plus ``create_task`` arguments of the 2020 code.
+        params: the flat parameter vector (float64 as stored).
+        sha256: ``{file name: sha256}`` of ``config.gin`` and ``model.npz``.
+        logs: ``{log file: {mean, std, n_episodes}}`` from ``test_log*.txt``.
+    """
+
+    folder: Path
+    solution: str
+    task: str
+    solution_args: dict[str, Any]
+    task_args: dict[str, Any]
+    params: np.ndarray
+    sha256: dict[str, str]
+    logs: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _loader(bindings: dict[str, Any], what: str) -> str:
+    """The class bound to ``*.create_<what>.<what>_loader`` (its last name)."""
+    for key, value in bindings.items():
+        if key.endswith(f"create_{what}.{what}_loader"):
+            if not isinstance(value, Reference):
+                raise ConfigError(f"config.gin: {key} must be a reference (@...), got {value!r}")
+            return value.name.rsplit(".", 1)[-1]
+    raise ConfigError(f"config.gin binds no {what} (no create_{what}.{what}_loader)")
+
+
+def _arguments(bindings: dict[str, Any], cls: str) -> dict[str, Any]:
+    prefix = f".{cls}."
+    out = {}
+    for key, value in bindings.items():
+        head, sep, arg = key.rpartition(".")
+        if sep and ("." + head + ".").endswith(prefix):
+            out[arg] = value
+    return out
+
+
+def _read_params(path: Path) -> np.ndarray:
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as err:
+        raise ConfigError(f"{path} is not a plain numpy .npz file: {err}") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ConfigError(f"{path} is not an .npz archive (it holds a single array)")
+    with data:
+        if "params" not in data.files:
+            raise ConfigError(f"{path} has no 'params' array (it has {sorted(data.files)})")
+        try:
+            params = data["params"]
+        except ValueError as err:  # an object array needs pickle: refused
+            raise ConfigError(f"{path}: 'params' is not a plain numeric array: {err}") from None
+    if params.ndim != 1 or not np.issubdtype(params.dtype, np.floating):
+        raise ConfigError(
+            f"{path}: 'params' must be a 1-D float vector, got {params.dtype} {params.shape}"
+        )
+    if not np.isfinite(params).all():
+        raise ConfigError(f"{path}: 'params' holds NaN or infinite values")
+    return params
+
+
+def _read_logs(folder: Path) -> dict[str, dict[str, float]]:
+    logs = {}
+    for path in sorted(folder.glob("test_log*.txt")):
+        text = path.read_text(errors="replace")
+        summary = _LOG_SUMMARY.search(text)
+        if summary:
+            logs[path.name] = {
+                "mean": float(summary.group(1)),
+                "std": float(summary.group(2)),
+                "n_episodes": len(_LOG_EPISODE.findall(text)),
+            }
+    return logs
+
+
+def read_checkpoint(path: str | Path) -> Checkpoint:
+    """Read and check one authors' folder (``config.gin`` + ``model.npz``).
+
+    Raises:
+        ConfigError: missing files, an unparsable gin file, a file that is not a plain npz.
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        raise ConfigError(
+            f"{folder} is not a folder (expected the authors' config.gin + model.npz)"
+        )
+    missing = [n for n in ("config.gin", "model.npz") if not (folder / n).is_file()]
+    if missing:
+        raise ConfigError(f"{folder} lacks {' and '.join(missing)}")
+    gin_file = folder / "config.gin"
+    bindings = parse_gin(gin_file.read_text(errors="replace"), str(gin_file))
+    solution, task = _loader(bindings, "solution"), _loader(bindings, "task")
+    task_args = _arguments(bindings, task)
+    task_args.update(_arguments(bindings, "create_task"))  # the 2020 code's task settings
+    task_args.pop("task_loader", None)
+    return Checkpoint(
+        folder=folder,
+        solution=solution,
+        task=task,
+        solution_args=_arguments(bindings, solution),
+        task_args=task_args,
+        params=_read_params(folder / "model.npz"),
+        sha256={n: _sha256(folder / n) for n in ("config.gin", "model.npz")},
+        logs=_read_logs(folder),
+    )
+
+
+# -- recipes: (checkpoint) -> experiment name, config body, vector converter ----------------
+
+Converter = Callable[[np.ndarray, torch.nn.Module], np.ndarray]
+
+
+def _identity(vector: np.ndarray, policy: torch.nn.Module) -> np.ndarray:
+    return vector
+
+
+def _require(ckpt: Checkpoint, args: dict[str, Any], key: str, allowed: tuple[Any, ...]) -> None:
+    if key in args and args[key] not in allowed:
+        raise ConfigError(
+            f"{ckpt.folder}: {ckpt.solution}/{ckpt.task} with {key} = {args[key]!r} is not "
+            f"supported (supported: {', '.join(map(repr, allowed))})"
+        )
+
+
+def _cmaes_body(
+    description: str,
+    env: str,
+    policy: str,
+    policy_kwargs: dict[str, Any],
+    env_kwargs: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "description": description,
+        "algo": "cmaes",
+        "env": env,
+    }
+    if env_kwargs:
+        body["env_kwargs"] = env_kwargs
+    body.update(policy=policy, policy_kwargs=policy_kwargs, **extra)
+    body.update(n_generations=1, population=256, repeats=16, sigma0=0.1, torch_threads=1)
+    body.setdefault("eval", {"freq": 0, "n_episodes": 100, "final_episodes": 100})
+    return body
+
+
+def _pi_fc(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converter]:
+    a = ckpt.solution_args
+    policy_kwargs = {
+        "action_dim": int(a["act_dim"]),
+        "n_queries": int(a["hidden_dim"]),
+        "hidden_layers": int(a.get("num_hidden_layers", 1)),
+        "query_dim": int(a["pos_em_dim"]),
+        "key_hidden": int(a["pos_em_dim"]),
+        "msg_dim": int(a["msg_dim"]),
+        "bias": bool(a.get("pi_layer_bias", True)),
+        "scale": bool(a.get("pi_layer_scale", True)),
+    }
+    if ckpt.task == "CartPoleSwingUpTask":
+        body = _cmaes_body(
+            "The authors' AttentionNeuron agent on CartPoleSwingUpHarder (imported)",
+            "attn_envs/CartPoleSwingUpHarder-v0",
+            "attention_neuron",
+            policy_kwargs,
+            evaluator="batched",
+            eval={"freq": 0, "n_episodes": 100, "final_episodes": 1000},
+        )
+        return "pretrained_cartpole_pi", body, _identity
+    env = _pybullet_env(ckpt)
+    body = _cmaes_body(
+        "The authors' AttentionNeuron agent on PyBullet Ant (imported)",
+        env, "attention_neuron", policy_kwargs, evaluator="batched",
+    )  # fmt: skip
+    return "pretrained_ant_pi", body, _identity
+
+
+def _pybullet_env(ckpt: Checkpoint) -> str:
+    if ckpt.task != "PyBulletTask":
+        raise ConfigError(f"{ckpt.folder}: {ckpt.solution} on task {ckpt.task} is not supported")
+    name = ckpt.task_args.get("env_name")
+    if name != "AntBulletEnv-v0":
+        raise ConfigError(
+            f"{ckpt.folder}: PyBullet env {name!r} is not supported (only AntBulletEnv-v0)"
+        )
+    return f"pybullet_envs_gymnasium:{name}"
+
+
+def _mlp(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converter]:
+    a = ckpt.solution_args
+    env = _pybullet_env(ckpt)
+    policy_kwargs = {
+        "obs_dim": int(a["obs_dim"]),
+        "action_dim": int(a["act_dim"]),
+        "hidden": int(a["hidden_dim"]),
+        "hidden_layers": int(a.get("num_hidden_layers", 0)),
+    }
+    body = _cmaes_body(
+        "The authors' FNN (MLPSolution) on PyBullet Ant, the BC teacher (imported)",
+        env, "fnn", policy_kwargs, evaluator="batched",
+    )  # fmt: skip
+    return "pretrained_ant_mlp", body, _identity
+
+
+def _car_racing_task(ckpt: Checkpoint, stacked: bool) -> None:
+    t = ckpt.task_args
+    if ckpt.task != "CarRacingTask":
+        raise ConfigError(f"{ckpt.folder}: {ckpt.solution} on task {ckpt.task} is not supported")
+    if t.get("bkg") is not None:
+        raise ConfigError(
+            f"{ckpt.folder}: bkg = {t['bkg']!r} is not supported; import the agent trained on "
+            "the plain track and test backgrounds with `attn-zoo robustness --sweep background`"
+        )
+    _require(ckpt, t, "modification", ("original",))
+    if stacked:
+        _require(ckpt, t, "permute_obs", (True,))
+        _require(ckpt, t, "stack_k_frames", (4,))
+        _require(ckpt, t, "patch_size", (6,))
+    else:
+        _require(ckpt, t, "permute_obs", (False,))
+        _require(ckpt, t, "stack_k_frames", (0,))
+
+
+_CAR_ACTION = "attn_policies.patch_voting:carracing_action"
+_CAR_TRAIN = [{"NegativeRewardTruncation": {"patience": 20}}]
+
+
+def _pi_attention_agent(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converter]:
+    _car_racing_task(ckpt, stacked=True)
+    a = ckpt.solution_args
+    for key, value in (("pos_em_dim", 8), ("patch_size", 6), ("stack_k", 4), ("msg_dim", 16)):
+        _require(ckpt, a, key, (value,))
+    policy_kwargs = {
+        "grid_size": int(a.get("aa_image_size", 32)),
+        "code_dim": int(a.get("msg_dim", 16)),
+        "action_dim": int(a.get("act_dim", 3)),
+        "query_dim": int(a.get("aa_query_dim", 4)),
+        "top_k": int(a.get("aa_top_k", 10)),
+        "hidden_size": int(a.get("aa_hidden_dim", 16)),
+        "scale": 1.0,
+    }
+    body = _cmaes_body(
+        "The authors' AttentionNeuron + AttentionAgent on shuffled CarRacing (imported)",
+        "attn_envs/PuzzleCarRacing-v0",
+        "attention_neuron_voting",
+        policy_kwargs,
+        env_kwargs={"screen": "classic"},
+        action_fn=_CAR_ACTION,
+        train_env_wrapper=_CAR_TRAIN,
+        evaluator="processes",
+        n_workers=2,
+    )
+
+    def convert(vector: np.ndarray, policy: torch.nn.Module) -> np.ndarray:
+        # Key projection columns: theirs pixel-major (pix * (C-1) + d), ours frame-major.
+        key = policy.neuron.key_proj.weight  # type: ignore[union-attr]
+        n_out, n_in = key.shape
+        p2 = policy.neuron.patch_size**2  # type: ignore[union-attr]
+        n_diff = policy.neuron.n_frames - 1  # type: ignore[union-attr]
+        start = sum(p.numel() for p in policy.neuron.query_proj.parameters())  # type: ignore[union-attr]
+        perm = np.arange(n_in)
+        d, pix = np.divmod(np.arange(p2 * n_diff), p2)  # our column d * p2 + pix
+        perm[: p2 * n_diff] = pix * n_diff + d
+        out = vector.copy()
+        theirs = vector[start : start + n_out * n_in].reshape(n_out, n_in)
+        out[start : start + n_out * n_in] = theirs[:, perm].reshape(-1)
+        return out
+
+    return "pretrained_carracing_pi", body, convert
+
+
+def _attention_agent(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converter]:
+    _car_racing_task(ckpt, stacked=False)
+    a = ckpt.solution_args
+    policy_kwargs = {
+        "image_size": int(a.get("image_size", 96)),
+        "patch_size": int(a.get("patch_size", 7)),
+        "stride": int(a.get("patch_stride", 4)),
+        "query_dim": int(a.get("query_dim", 4)),
+        "top_k": int(a.get("top_k", 10)),
+        "hidden_size": int(a.get("hidden_dim", 16)),
+    }
+    body = _cmaes_body(
+        "The authors' AttentionAgent on CarRacing, AttentionNeuron repository (imported)",
+        "attn_envs/ClassicCarRacing-v0", "attention_agent", policy_kwargs,
+        action_fn=_CAR_ACTION, train_env_wrapper=_CAR_TRAIN, evaluator="processes", n_workers=2,
+    )  # fmt: skip
+    return "pretrained_carracing", body, _identity
+
+
+def _vision_task_2020(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converter]:
+    if ckpt.task != "CarRacingTask":
+        raise ConfigError(f"{ckpt.folder}: {ckpt.solution} on task {ckpt.task} is not supported")
+    _require(ckpt, ckpt.task_args, "modification", ("original",))
+    a = ckpt.solution_args
+    for key, allowed in (
+        ("use_lstm_controller", (True,)),
+        ("output_activation", ("tanh",)),
+        ("normalize_positions", (True,)),
+        ("output_dim", (3,)),
+    ):
+        if a.get(key) not in allowed:
+            raise ConfigError(
+                f"{ckpt.folder}: VisionTaskSolution with {key} = {a.get(key)!r} is not "
+                f"supported (needs {allowed[0]!r})"
+            )
+    hiddens = list(a.get("num_hiddens") or [])
+    if len(hiddens) != 1:
+        raise ConfigError(
+            f"{ckpt.folder}: VisionTaskSolution needs one LSTM layer (num_hiddens = [H]), "
+            f"got {hiddens!r}"
+        )
+    data_dim = int(a.get("data_dim", 3))
+    patch = int(a.get("patch_size", 7))
+    policy_kwargs = {
+        "image_size": int(a.get("image_size", 96)),
+        "patch_size": patch,
+        "stride": int(a.get("patch_stride", 4)),
+        "in_channels": data_dim,
+        "query_dim": int(a.get("query_dim", 4)),
+        "top_k": int(a.get("top_k", 10)),
+        "hidden_size": int(hiddens[0]),
+        "action_dim": int(a["output_dim"]),
+        "scale": 1.0 / math.sqrt(data_dim * patch**2),
+    }
+    body = _cmaes_body(
+        "The authors' AttentionAgent on CarRacing, 2020 AttentionAgent code (imported)",
+        "attn_envs/ClassicCarRacing-v0", "attention_agent", policy_kwargs,
+        action_fn=_CAR_ACTION, train_env_wrapper=_CAR_TRAIN, evaluator="processes", n_workers=2,
+    )  # fmt: skip
+
+    def convert(vector: np.ndarray, policy: torch.nn.Module) -> np.ndarray:
+        # Theirs: per layer (fc_q, fc_k, LSTM, fc) the state_dict keys sorted.
+        named = dict(policy.named_parameters())
+        layers = [
+            {"bias": "voting.query.bias", "weight": "voting.query.weight"},
+            {"bias": "voting.key.bias", "weight": "voting.key.weight"},
+            {"bias_hh_l0": "lstm.bias_hh", "bias_ih_l0": "lstm.bias_ih",
+             "weight_hh_l0": "lstm.weight_hh", "weight_ih_l0": "lstm.weight_ih"},
+            {"bias": "head.bias", "weight": "head.weight"},
+        ]  # fmt: skip
+        values: dict[str, np.ndarray] = {}
+        offset = 0
+        for layer in layers:
+            for key in sorted(layer):
+                n = named[layer[key]].numel()
+                values[layer[key]] = vector[offset : offset + n]
+                offset += n
+        return np.concatenate([values[name].reshape(-1) for name in named])
+
+    return "pretrained_attention_agent", body, convert
+
+
+RECIPES: dict[str, Callable[[Checkpoint], tuple[str, dict[str, Any], Converter]]] = {
+    "PIFCSolution": _pi_fc,
+    "MLPSolution": _mlp,
+    "PIAttentionAgent": _pi_attention_agent,
+    "AttentionAgent": _attention_agent,
+    "VisionTaskSolution": _vision_task_2020,
+}
+
+
+def _recipe(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converter]:
+    recipe = RECIPES.get(ckpt.solution)
+    if recipe is None:
+        raise ConfigError(
+            f"{ckpt.folder}: unknown solution class {ckpt.solution!r} (known: "
+            f"{', '.join(RECIPES)}); PuzzlePongSolution has no published weights"
+        )
+    if ckpt.solution in ("PIFCSolution",) and ckpt.task not in (
+        "CartPoleSwingUpTask",
+        "PyBulletTask",
+    ):
+        raise ConfigError(f"{ckpt.folder}: {ckpt.solution} on task {ckpt.task} is not supported")
+    try:
+        return recipe(ckpt)
+    except KeyError as err:
+        raise ConfigError(
+            f"{ckpt.folder}: config.gin lacks {ckpt.solution}.{err.args[0]}"
+        ) from None
+
+
+def import_checkpoint(
+    path: str | Path, out: str | Path | None = None, root: str | Path = "runs"
+) -> Any:
+    """Import one authors' folder as a run folder and return it as a :class:`zoo.Run`.
+
+    Args:
+        path: the authors' folder (``config.gin`` + ``model.npz``).
+        out: the run folder to write; it must not exist or be empty. Default
+            ``<root>/<experiment>/imported-<time>`` (``pretrained_cartpole_pi``, ...).
+        root: where the default run folder goes.
+
+    Raises:
+        ConfigError: missing files, an unknown solution or task, settings our modules do not
+            implement, a vector of the wrong length, a file that is not a plain npz; nothing
+            is written then.
+    """
+    from zoo.runs import Run
+    from zoo.trainers.cmaes import policy_factory
+
+    ckpt = read_checkpoint(path)
+    experiment, body, convert = _recipe(ckpt)
+    folder = Path(out) if out is not None else _default_out(root, experiment)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise ConfigError(f"run folder {folder} exists and is not empty")
+    (config,) = _validated(experiment, body)
+    policy = policy_factory(config)()
+    expected = sum(p.numel() for p in policy.parameters())
+    if ckpt.params.size != expected:
+        raise ConfigError(
+            f"{ckpt.folder / 'model.npz'}: {ckpt.params.size} parameters, but "
+            f"{ckpt.solution} with these settings has {expected}"
+        )
+    vector = convert(ckpt.params.astype(np.float64), policy).astype(np.float32)
+    policy.set_flat_parameters(vector)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yml").write_text(config.to_yaml())
+    torch.save(policy.state_dict(), folder / "model.pt")
+    (folder / "command.txt").write_text(shlex.join(["attn-zoo", *sys.argv[1:]]) + "\n")
+    provenance = {
+        "repository": REPOSITORY,
+        "licence": "Apache-2.0",
+        "source": str(ckpt.folder.resolve()),
+        "sha256": ckpt.sha256,
+        "solution": ckpt.solution,
+        "solution_args": ckpt.solution_args,
+        "task": ckpt.task,
+        "task_args": ckpt.task_args,
+        "n_parameters": int(expected),
+        "authors_logs": ckpt.logs,
+        "imported": datetime.now().isoformat(timespec="seconds"),
+    }
+    (folder / "provenance.json").write_text(json.dumps(provenance, indent=1, default=str))
+    handle = Run(folder, config)
+    handle.write_status(
+        experiment=experiment, tag="", budget=config.budget, seed=config.seed,
+        state="finished", num_timesteps=0, generation=0, wall_seconds=0.0,
+    )  # fmt: skip
+    return handle
+
+
+def _default_out(root: str | Path, experiment: str) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path(root) / experiment / f"imported-{stamp}"
+
+
+def _validated(experiment: str, body: dict[str, Any]) -> list[Any]:
+    """The body as a validated RunConfig (through a temporary YAML file)."""
+    import tempfile
+
+    import yaml
+
+    with tempfile.TemporaryDirectory() as tmp:
+        file = Path(tmp) / f"{experiment}.yml"
+        file.write_text(yaml.safe_dump({experiment: body}, sort_keys=False))
+        runs = load_runs(file, budget="full")
+    for run in runs:
+        run.budget = "pretrained"
+        run.source = f"{REPOSITORY} (attn-zoo import)"
+    return runs

@@ -1,0 +1,264 @@
+"""Safe, atomic SB3 artefacts: a run's files are read as tensors and arrays, never unpickled.
+
+SB3's ``Model.load`` unpickles the ``data`` entries of a ``.zip`` (``cloudpickle``), and its
+replay buffers and ``VecNormalize`` files are plain pickles: loading a stranger's file can
+run any code. The zoo knows each run's config, so it rebuilds the model from ``config.yml``
+and loads only
+
+- the ``.pth`` tensors of the SB3 zip (``policy.pth``, ``policy.optimizer.pth``,
+  ``pytorch_variables.pth``) with ``torch.load(weights_only=True)``, plus the plain-JSON
+  counters of its ``data`` entry (``num_timesteps``, ``_n_updates``, ...); the pickled
+  entries are never decoded. The zip stays a standard SB3 file (``PPO.load`` of a file you
+  trust still works);
+- replay buffers and ``VecNormalize`` statistics as ``.npz`` (``allow_pickle=False``).
+
+Every write is atomic (:mod:`attn_policies.atomic`): a kill or a full disk leaves the
+previous file intact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import random
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.buffers import BaseBuffer
+from stable_baselines3.common.save_util import load_from_zip_file
+from stable_baselines3.common.vec_env import VecNormalize
+
+from attn_policies.atomic import atomic_path
+from zoo.config import ConfigError
+
+# Training counters restored from a checkpoint's JSON ``data`` (plain numbers only).
+COUNTERS = (
+    "num_timesteps",
+    "_total_timesteps",
+    "_num_timesteps_at_start",
+    "_episode_num",
+    "_current_progress_remaining",
+    "_n_updates",
+    "_n_calls",
+    "exploration_rate",
+)
+
+
+class ArtefactError(ConfigError):
+    """A run file that cannot be loaded safely: one line naming the file and the problem."""
+
+
+def save_model(model: BaseAlgorithm, file: str | Path) -> None:
+    """``model.save(file)``, atomically."""
+    with atomic_path(file) as tmp:
+        model.save(tmp)
+
+
+def read_counters(file: str | Path) -> dict[str, int | float]:
+    """The plain-number training counters of an SB3 zip (its pickled entries are skipped)."""
+    file = Path(file)
+    try:
+        with zipfile.ZipFile(file) as archive:
+            data = json.loads(archive.read("data"))
+    except (OSError, KeyError, zipfile.BadZipFile, ValueError) as err:
+        raise ArtefactError(f"{file}: not a readable SB3 model file ({err})") from None
+    if not isinstance(data, dict):
+        raise ArtefactError(f"{file}: its 'data' entry is not a mapping")
+    out: dict[str, int | float] = {}
+    for key in COUNTERS:
+        value = data.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = value
+    return out
+
+
+def load_model(model: BaseAlgorithm, file: str | Path, counters: bool = True) -> BaseAlgorithm:
+    """Load ``file``'s weights (and optimizer state, counters) into ``model``, built from the
+    run's config. Only tensors and plain JSON numbers are read.
+
+    Raises:
+        ArtefactError: the file is damaged or does not fit the model.
+    """
+    file = Path(file)
+    try:
+        _, params, variables = load_from_zip_file(file, device=model.device, load_data=False)
+    except Exception as err:  # BadZipFile, weights-only unpickling refused, truncated tensors
+        raise ArtefactError(f"{file}: not a readable SB3 model file ({err})") from None
+    try:
+        model.set_parameters(params, exact_match=True, device=model.device)
+        for name, value in (variables or {}).items():
+            if name not in model._get_torch_save_params()[1]:
+                raise ValueError(f"unexpected variable {name!r}")
+            target = model
+            for part in name.split("."):
+                target = getattr(target, part)
+            target.data.copy_(value.data)
+    except Exception as err:  # missing or misshapen tensors
+        raise ArtefactError(f"{file}: does not fit the run's model ({err})") from None
+    if counters:
+        for key, value in read_counters(file).items():
+            if hasattr(model, key):
+                setattr(model, key, type(getattr(model, key))(value))
+    return model
+
+
+def _buffer_arrays(buffer: BaseBuffer) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for name, value in vars(buffer).items():
+        if isinstance(value, np.ndarray):
+            out[name] = value
+        elif (
+            isinstance(value, dict)
+            and value
+            and all(isinstance(v, np.ndarray) for v in value.values())
+        ):
+            out.update({f"{name}/{k}": v for k, v in value.items()})
+    return out
+
+
+def _buffer_scalars(buffer: BaseBuffer) -> dict[str, int | float | bool]:
+    return {
+        k: v
+        for k, v in vars(buffer).items()
+        if isinstance(v, (bool, int, float, np.integer, np.floating)) and not k.startswith("__")
+    }
+
+
+def save_replay_buffer(buffer: BaseBuffer, file: str | Path) -> None:
+    """The buffer's arrays and counters (``pos``, ``full``, ...) as ``.npz``, atomically."""
+    scalars = {
+        k: v.item() if isinstance(v, np.generic) else v for k, v in _buffer_scalars(buffer).items()
+    }
+    arrays = dict(_buffer_arrays(buffer))
+    arrays["__scalars__"] = np.frombuffer(json.dumps(scalars).encode(), dtype=np.uint8)
+    with atomic_path(file) as tmp, tmp.open("wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def load_replay_buffer(buffer: BaseBuffer, file: str | Path) -> None:
+    """Fill ``buffer`` (built from the run's config) from :func:`save_replay_buffer`'s file.
+
+    Every array must match the buffer's own in shape and dtype; only the counters the
+    buffer already has are set, with their own types.
+    """
+    file = Path(file)
+    try:
+        with np.load(file, allow_pickle=False) as npz:
+            stored = {k: npz[k] for k in npz.files}
+        scalars = json.loads(stored.pop("__scalars__").tobytes())
+    except Exception as err:
+        raise ArtefactError(f"{file}: not a readable replay buffer ({err})") from None
+    own = _buffer_arrays(buffer)
+    if set(stored) != set(own):
+        raise ArtefactError(
+            f"{file}: holds arrays {sorted(stored)}, the run's buffer {sorted(own)}"
+        )
+    for name, array in stored.items():
+        if array.shape != own[name].shape or array.dtype != own[name].dtype:
+            raise ArtefactError(
+                f"{file}: {name} is {array.dtype}{array.shape}, the run's buffer has "
+                f"{own[name].dtype}{own[name].shape}"
+            )
+    current = _buffer_scalars(buffer)
+    for name, value in scalars.items() if isinstance(scalars, dict) else []:
+        if name in current and isinstance(value, (bool, int, float)):
+            setattr(buffer, name, type(current[name])(value))
+    for name, array in stored.items():
+        own[name][...] = array
+
+
+def save_vecnormalize(venv: VecNormalize, file: str | Path) -> None:
+    """``VecNormalize`` running statistics as ``.npz``, atomically."""
+    arrays: dict[str, np.ndarray] = {}
+    rms = venv.obs_rms if isinstance(venv.obs_rms, dict) else {"": venv.obs_rms}
+    for key, stats in rms.items():
+        arrays[f"obs/{key}/mean"], arrays[f"obs/{key}/var"] = stats.mean, stats.var
+        arrays[f"obs/{key}/count"] = np.asarray(stats.count, dtype=np.float64)
+    arrays["ret/mean"], arrays["ret/var"] = (
+        np.asarray(venv.ret_rms.mean),
+        np.asarray(venv.ret_rms.var),
+    )
+    arrays["ret/count"] = np.asarray(venv.ret_rms.count, dtype=np.float64)
+    with atomic_path(file) as tmp, tmp.open("wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def load_vecnormalize(venv: VecNormalize, file: str | Path) -> VecNormalize:
+    """Set ``venv``'s statistics (built from the run's config) from :func:`save_vecnormalize`."""
+    file = Path(file)
+    try:
+        with np.load(file, allow_pickle=False) as npz:
+            stored = {k: npz[k] for k in npz.files}
+    except Exception as err:
+        raise ArtefactError(f"{file}: not readable normalisation statistics ({err})") from None
+    rms = venv.obs_rms if isinstance(venv.obs_rms, dict) else {"": venv.obs_rms}
+    targets = [(f"obs/{k}", s) for k, s in rms.items()] + [("ret", venv.ret_rms)]
+    for prefix, stats in targets:
+        for field in ("mean", "var", "count"):
+            value = stored.get(f"{prefix}/{field}")
+            expected = np.shape(getattr(stats, field))
+            if value is None or value.shape != expected:
+                raise ArtefactError(
+                    f"{file}: {prefix}/{field} is missing or not of shape {expected}"
+                )
+        stats.mean = stored[f"{prefix}/mean"].astype(np.float64)
+        stats.var = stored[f"{prefix}/var"].astype(np.float64)
+        stats.count = float(stored[f"{prefix}/count"])
+    return venv
+
+
+def normalizer(file: str | Path, run: Any) -> Any:
+    """``obs -> normalised obs`` with ``file``'s statistics and the run's ``normalize``
+    settings (clip, epsilon), for code that steps a single env (maps, BC teachers)."""
+    from zoo import factory
+
+    if run is None:  # a bare statistics file: SB3's default clip and epsilon
+        with np.load(file, allow_pickle=False) as npz:
+            mean, var = npz["obs//mean"], npz["obs//var"]
+        return lambda obs: np.clip((obs - mean) / np.sqrt(var + 1e-8), -10.0, 10.0).astype(
+            np.float32
+        )  # as VecNormalize.normalize_obs
+    with _global_rng_kept():  # building an env must not move the caller's random streams
+        venv = factory.make_vec_env(run, n_envs=1, training=False)
+        venv.close()
+    if not isinstance(venv, VecNormalize):
+        raise ArtefactError(f"{file}: the run does not normalise observations")
+    load_vecnormalize(venv, file)
+    venv.training = False
+    return venv.normalize_obs
+
+
+@contextlib.contextmanager
+def _global_rng_kept() -> Iterator[None]:
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state())  # noqa: NPY002
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])  # noqa: NPY002
+        torch.set_rng_state(states[2])
+
+
+def refuse_pickle(file: str | Path, what: str) -> ArtefactError:
+    """The error for an old pickled artefact: it is not loaded."""
+    return ArtefactError(
+        f"{file}: a pickled {what} (an old or foreign format that can run code); it is not loaded"
+    )
+
+
+def tensors_of(file: str | Path) -> dict[str, Any]:
+    """``torch.load(file, weights_only=True)`` with one-line errors."""
+    try:
+        return torch.load(
+            io.BytesIO(Path(file).read_bytes()), map_location="cpu", weights_only=True
+        )
+    except Exception as err:
+        raise ArtefactError(
+            f"{file}: not a readable tensor file ({type(err).__name__}: {err})"
+        ) from None
