@@ -657,6 +657,15 @@ class AttentionNeuronExtractor(BaseFeaturesExtractor):
         action_key: str = "prev_action",
         **neuron_kwargs: object,
     ) -> None:
+        channels = tuple(conv_channels)
+        if len(channels) != 2:
+            raise ValueError(f"conv_channels must be two sizes, got {conv_channels!r}")
+        require_sizes(
+            n_queries=n_queries,
+            conv_channels_0=channels[0],
+            conv_channels_1=channels[1],
+            features_dim=features_dim,
+        )
         super().__init__(observation_space, features_dim)
         name = type(self).__name__
         token_space, action_space = _split_dict_space(observation_space, obs_key, action_key, name)

@@ -53,7 +53,7 @@ from stable_baselines3.common.preprocessing import is_image_space, is_image_spac
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import Tensor, nn
 
-from attn_policies.attention import AttentionCapture
+from attn_policies.attention import AttentionCapture, require_sizes
 
 NonLocalForm = Literal["row", "full"]
 Position = Literal["conv1", "conv2", "conv3", "fc"]
@@ -226,6 +226,12 @@ class NonLocalNatureCNN(BaseFeaturesExtractor):
         qk_reduction: int = 8,
         normalized_image: bool = False,
     ) -> None:
+        require_sizes(
+            features_dim=features_dim,
+            conv3_channels=conv3_channels,
+            replacement_channels=replacement_channels,
+            qk_reduction=qk_reduction,
+        )
         if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 3:
             raise TypeError(
                 "NonLocalNatureCNN needs a Box image space of shape (C, H, W), got "

@@ -602,3 +602,18 @@ def test_zero_or_negative_sizes_are_refused(key: str) -> None:
         AttentionNeuron(1, **{key: 0})
     with pytest.raises(ValueError, match="action_dim must be a non-negative integer, got -1"):
         AttentionNeuron(-1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"conv_channels": (0, 64)}, "conv_channels_0 must be a positive integer"),
+        ({"conv_channels": (64, -1)}, "conv_channels_1 must be a positive integer"),
+        ({"conv_channels": (64,)}, "conv_channels must be two sizes"),
+        ({"features_dim": 0}, "features_dim must be a positive integer"),
+        ({"n_queries": 0}, "n_queries must be a positive integer"),
+    ],
+)
+def test_extractor_refuses_bad_sizes_at_construction(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        AttentionNeuronExtractor(_pong_space(), **kwargs)

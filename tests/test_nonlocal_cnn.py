@@ -409,3 +409,18 @@ def test_extractor_validates_its_arguments() -> None:
         NonLocalNatureCNN(ATARI, positions=(), replacement="conv1x1")
     assert NonLocalNatureCNN(ATARI, positions="conv2").positions == ("conv2",)  # type: ignore[arg-type]
     assert NonLocalNatureCNN(ATARI, positions=("fc", "conv1")).positions == ("conv1", "fc")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"features_dim": 0},
+        {"features_dim": 2.5},
+        {"conv3_channels": -3},
+        {"replacement_channels": 0},
+        {"qk_reduction": 0},
+    ],
+)
+def test_non_positive_sizes_are_refused_at_construction(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="must be a positive integer"):
+        NonLocalNatureCNN(ATARI, **kwargs)

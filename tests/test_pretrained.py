@@ -521,6 +521,16 @@ def test_cli_import_then_evaluate(tmp_path, capsys):
     assert "deterministic return" in capsys.readouterr().out
 
 
+def test_committed_run_without_weights_says_how_to_get_them(tmp_path, capsys):
+    # results/pretrained/* keep config and provenance, not the authors' weights
+    out = tmp_path / "run"
+    import_checkpoint(_cartpole_folder(tmp_path), out=out)
+    (out / "model.pt").unlink()
+    assert main(["evaluate", str(out), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "re-import it with `attn-zoo import`" in err
+
+
 def test_cli_bad_input_exit_2_one_line(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["import", str(tmp_path / "nowhere"), "--out", str(out)]) == 2

@@ -56,4 +56,10 @@ def state_dict_file(path: str | Path, which: str) -> Path:
     for name in names:
         if (Path(path) / name).exists():
             return Path(path) / name
-    raise FileNotFoundError(f"{path} holds no trained model (model.pt or best_model.pt)")
+    hint = ""
+    if (Path(path) / "provenance.json").exists():  # an imported agent committed without weights
+        hint = (
+            "; an imported agent's weights are not stored with it: re-import it with"
+            " `attn-zoo import` (source in provenance.json)"
+        )
+    raise FileNotFoundError(f"{path} holds no trained model (model.pt or best_model.pt){hint}")
