@@ -222,3 +222,13 @@ def test_config_validation() -> None:
         CMAESConfig(population=1)
     with pytest.raises(ValueError, match="sigma0"):
         CMAESConfig(sigma0=0.0)
+
+
+def test_x0_starts_the_search_and_must_fit() -> None:
+    start = np.linspace(-1.0, 1.0, 7)
+    opt = CMAES(7, CMAESConfig(population=6, sigma0=1e-8, x0=start))
+    np.testing.assert_allclose(opt.ask(), np.broadcast_to(start, (6, 7)), atol=1e-6)
+    with pytest.raises(ValueError, match="x0 has 5 values, the policy 7 parameters"):
+        CMAES(7, CMAESConfig(population=6, x0=np.zeros(5)))
+    with pytest.raises(ValueError, match="finite 1-D"):
+        CMAESConfig(x0=np.array([0.0, np.nan]))

@@ -197,3 +197,44 @@ def test_train_env_wrapper_applies_to_fitness_rollouts_only(tmp_path: Path) -> N
     body = run.config.body
     assert run.status["num_timesteps"] <= 2 * body["population"] * body["repeats"] * 5
     assert max(run.eval["episodes"]["deterministic"]["lengths"]) > 5
+
+
+def test_init_warm_starts_from_a_run_and_refuses_a_misfit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from attn_policies.algorithms import cmaes as cma_module
+
+    teacher = zoo.train("cartpole_fnn", budget="smoke", root=tmp_path / "a")
+    x0 = teacher.model().get_flat_parameters().detach().numpy().astype(np.float64)
+    means: list[np.ndarray] = []
+    real_init = cma_module.CMAES.__init__
+
+    def spy(self: Any, dim: int, config: Any) -> None:
+        real_init(self, dim, config)
+        means.append(np.asarray(self.es.mean).copy())
+
+    monkeypatch.setattr(cma_module.CMAES, "__init__", spy)
+    zoo.train(
+        "cartpole_fnn",
+        budget="smoke",
+        overrides={"init": str(teacher.path), "sigma0": 0.01},
+        root=tmp_path / "b",
+        callbacks=[lambda record: False],  # one generation is enough
+    )
+    np.testing.assert_array_equal(means[-1], x0)  # the search starts at the given model
+
+    with pytest.raises(ConfigError, match=r"'init'.*does not exist"):
+        zoo.train(
+            "cartpole_fnn",
+            budget="smoke",
+            overrides={"init": str(tmp_path / "x")},
+            root=tmp_path / "d",
+        )
+    with pytest.raises(ConfigError, match=r"'init'.*does not fit the run's policy"):
+        zoo.train(
+            "cartpole_fnn",
+            budget="smoke",
+            overrides={"init": str(teacher.path), "policy_kwargs": {"hidden": 8}},
+            root=tmp_path / "c",
+        )
+    assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()

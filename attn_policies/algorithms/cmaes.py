@@ -65,9 +65,11 @@ class CMAESConfig:
     Args:
         population: pycma ``popsize`` (lambda).
         repeats: episodes per solution; their task seeds are shared by the population.
-        sigma0: initial step size around ``x0 = 0``.
+        sigma0: initial step size around ``x0``.
         seed: seeds pycma's sampler and the task-seed generator.
         options: more pycma options, e.g. ``{"CMA_diagonal": True}`` for separable CMA-ES.
+        x0: the start point (a warm start, e.g. a behaviour-cloned policy's flat
+            parameters); ``None`` starts at zeros as seed 001.
     """
 
     population: int = 256
@@ -75,6 +77,7 @@ class CMAESConfig:
     sigma0: float = 0.1
     seed: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    x0: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.population < 2 or self.repeats < 1 or not 0 < self.sigma0 < float("inf"):
@@ -82,6 +85,10 @@ class CMAESConfig:
                 f"need population >= 2, repeats >= 1, finite sigma0 > 0; got {self.population}, "
                 f"{self.repeats}, {self.sigma0}"
             )
+        if self.x0 is not None:
+            self.x0 = np.array(self.x0, dtype=np.float64)
+            if self.x0.ndim != 1 or not np.isfinite(self.x0).all():
+                raise ValueError("x0 must be a finite 1-D vector")
         known = cma.CMAOptions.defaults()
         for key in self.options:
             if key not in known:
@@ -302,7 +309,7 @@ def _path_text(path: tuple[Any, ...]) -> str:
 
 
 class CMAES:
-    """pycma's ``CMAEvolutionStrategy`` on ``[0] * dim`` with a private sampler.
+    """pycma's ``CMAEvolutionStrategy`` from ``config.x0`` (zeros) with a private sampler.
 
     Its state is stored as data only (:meth:`dumps` / :meth:`loads`): an ``.npz`` of arrays
     plus a JSON description of pycma's object graph, read with ``allow_pickle=False``.
@@ -318,7 +325,10 @@ class CMAES:
             "verbose": -9,
             **config.options,
         }
-        self.es = cma.CMAEvolutionStrategy(np.zeros(dim), config.sigma0, options)
+        if config.x0 is not None and config.x0.shape != (self.dim,):
+            raise ValueError(f"x0 has {config.x0.size} values, the policy {self.dim} parameters")
+        x0 = np.zeros(dim) if config.x0 is None else config.x0.copy()
+        self.es = cma.CMAEvolutionStrategy(x0, config.sigma0, options)
 
     def ask(self) -> np.ndarray:
         return np.asarray(self.es.ask(), dtype=np.float64)
@@ -483,7 +493,8 @@ class CMAESTrainer:
             "env_steps": self.env_steps,
             "best_fitness": self.best_fitness,
             "tasks": self.tasks.bit_generator.state,
-            "config": asdict(self.config),
+            # x0 is in the pycma state itself; the summary keeps this file plain JSON
+            "config": {**asdict(self.config), "x0": None if self.config.x0 is None else "given"},
             "files": files,
         }
         solutions = {

@@ -13,6 +13,9 @@ Keys besides the common ones::
     population: 256
     repeats: 16                       # episodes per solution, task seeds shared per generation
     sigma0: 0.1
+    init: null                        # warm start: a run folder (its best model) or a state
+                                      # dict .pt of the same policy (read as tensors only; it
+                                      # must exist when the run starts or resumes); null: x0 = 0
     cma_options: {}                   # pycma options, e.g. {CMA_diagonal: true}
     evaluator: batched                # or processes, ray
     n_workers: 2                      # processes / Ray actors
@@ -81,6 +84,7 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "population": (int,),
     "repeats": (int,),
     "sigma0": (float, int),
+    "init": (str,),
     "cma_options": (dict,),
     "evaluator": (str,),
     "n_workers": (int,),
@@ -217,7 +221,27 @@ def rollout_spec(
     )
 
 
-def cma_config(run: RunConfig) -> CMAESConfig:
+def init_vector(run: RunConfig) -> np.ndarray | None:
+    """The flat parameters ``init`` names (a run folder's best model, or a state dict file of
+    the run's policy), read as tensors only; ``None`` without ``init``."""
+    if not run.body.get("init"):
+        return None
+    source = Path(run.body["init"])
+    if not source.exists():
+        raise ConfigError(f"{run.name}: 'init': {source} does not exist")
+    file = state_dict_file(source, "best") if source.is_dir() else source
+    policy = policy_factory(run)()
+    try:
+        policy.load_state_dict(tensors_of(file))
+    except RuntimeError as err:
+        raise ConfigError(
+            f"{run.name}: 'init': {file} does not fit the run's policy ({err})"
+        ) from None
+    return policy.get_flat_parameters().detach().numpy().astype(np.float64)
+
+
+def cma_config(run: RunConfig, x0: np.ndarray | None = None) -> CMAESConfig:
+    """pycma settings of the run; ``x0`` (see :func:`init_vector`) is read only to train."""
     try:
         return CMAESConfig(
             population=int(run.body.get("population", 256)),
@@ -225,6 +249,7 @@ def cma_config(run: RunConfig) -> CMAESConfig:
             sigma0=float(run.body.get("sigma0", 0.1)),
             seed=run.seed,
             options=dict(run.body.get("cma_options") or {}),
+            x0=x0,
         )
     except ValueError as err:
         raise ConfigError(f"{run.name}: {err}") from None
@@ -274,6 +299,7 @@ class CMAESZooTrainer:
             )
         _policy_builder(run)
         cma_config(run)
+        init_vector(run)  # a missing or misfit warm start fails before anything is written
         if run.body.get("action_fn"):
             try:
                 resolve_function(run.body["action_fn"], "action_fn")
@@ -307,7 +333,7 @@ class CMAESZooTrainer:
         ckpt = path / "checkpoints"
         n_generations = int(run.body["n_generations"])
         evaluator = make_run_evaluator(run)
-        trainer = CMAESTrainer(evaluator, cma_config(run))
+        trainer = CMAESTrainer(evaluator, cma_config(run, init_vector(run)))
         evaluations: list[dict[str, Any]] = []
         # A run killed before its first checkpoint resumes from generation 0.
         if resume and (ckpt / "trainer.json").exists():
