@@ -234,6 +234,23 @@ def test_cmaes_fitness_and_test_returns(tmp_path: Path) -> None:
     assert rows_of(timed, "cartpole_pi", "fitness/mean")["x"].tolist() == [2.0, 5.0]
 
 
+def test_dagger_loss_and_test_returns(tmp_path: Path) -> None:
+    run = tmp_path / "bc" / "0-t"
+    write_run(run, name="cartpole_pi_bc", algo="dagger")
+    (run / "progress.csv").write_text(
+        "round,env_steps,beta,loss,seconds,test_mean,test_std\n"
+        "1,100,1.0,0.9,1.5,,\n"
+        "2,250,0.5,0.4,2.5,7.5,1.0\n"
+    )
+    table = read_csv(plot_runs([run]))
+    loss = rows_of(table, "cartpole_pi_bc", "train/loss")
+    assert loss["x"].tolist() == [100.0, 250.0] and loss["mean"].tolist() == [0.9, 0.4]
+    tested = rows_of(table, "cartpole_pi_bc", "eval/test/mean_reward")
+    assert tested["x"].tolist() == [250.0] and tested["mean"].tolist() == [7.5]
+    timed = read_csv(plot_runs([run], out=tmp_path / "t.png", x="time"))
+    assert rows_of(timed, "cartpole_pi_bc", "train/loss")["x"].tolist() == [1.5, 4.0]
+
+
 def test_errors(tmp_path: Path) -> None:
     run = write_run(tmp_path / "r")
     with pytest.raises(ValueError, match="steps"):

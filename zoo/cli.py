@@ -62,6 +62,9 @@ def _run_size(run: RunConfig) -> tuple[int, str]:
         return 0, f"{int(body.get('n_generations', 0)):,} generations x {episodes:,} episodes"
     if run.algo == "classifier":
         return 0, f"{int(body.get('iterations', 0)):,} iterations"
+    if run.algo == "dagger":
+        episodes = int(body.get("n_envs", 64))
+        return 0, f"{int(body.get('n_rounds', 0)):,} rounds x {episodes:,} episodes"
     steps = int(body.get("n_timesteps") or 0)
     return steps, f"{steps:,} steps"
 

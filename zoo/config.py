@@ -509,6 +509,7 @@ def _max_threads() -> int:
 INT_RANGES: dict[str, tuple[int, int | Callable[[], int]]] = {
     "n_timesteps": (1, 10**12),
     "n_generations": (1, 10**9),
+    "n_rounds": (1, 10**9),
     "max_episode_steps": (1, 10**9),
     "buffer_size": (1, 10**10),
     "batch_size": (1, 10**8),

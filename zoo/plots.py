@@ -239,6 +239,8 @@ def load_run(path: Path, x: str = "steps") -> RunData:
     xlabel = "env steps" if x == "steps" else "wall time [s]"
     if algo == "cmaes":
         return _load_cmaes_run(data, x, xlabel)
+    if algo == "dagger":
+        return _load_dagger_run(data, x, xlabel)
     episodes = read_monitor(path)
     if episodes["r"].size:
         ex = episodes["step"] if x == "steps" else episodes["time"]
@@ -290,6 +292,21 @@ def _load_cmaes_run(data: RunData, x: str, xlabel: str) -> RunData:
         tested = np.isfinite(table["test_mean"])
         if tested.any():
             data.curves["eval/test/mean_reward"] = _valid(gx[tested], table["test_mean"][tested])
+    for metric in data.curves:
+        data.xlabels[metric] = xlabel
+    return data
+
+
+def _load_dagger_run(data: RunData, x: str, xlabel: str) -> RunData:
+    """DAgger runs: imitation loss per round and the periodic test returns."""
+    file = data.path / "progress.csv"
+    table = _read_table(file) if file.is_file() else {}
+    if table.get("round", np.zeros(0)).size:
+        rx = table["env_steps"] if x == "steps" else np.cumsum(table["seconds"])
+        data.curves["train/loss"] = _valid(rx, table["loss"])
+        tested = np.isfinite(table["test_mean"])
+        if tested.any():
+            data.curves["eval/test/mean_reward"] = _valid(rx[tested], table["test_mean"][tested])
     for metric in data.curves:
         data.xlabels[metric] = xlabel
     return data

@@ -21,7 +21,7 @@ SB3_ALGOS = ("ppo", "a2c", "dqn", "double_dqn", "qrdqn", "recurrent_ppo")
 
 def get_trainer(algo: str) -> Any:
     """The trainer for an ``algo`` value (SB3 algorithms, import paths, ``classifier``,
-    ``cmaes``, ``bc``)."""
+    ``cmaes``, ``bc``, ``dagger``)."""
     if algo == "classifier":
         from zoo.trainers.classifier import ClassifierTrainer
 
@@ -34,11 +34,15 @@ def get_trainer(algo: str) -> Any:
         from zoo.trainers.bc import BCTrainer
 
         return BCTrainer()
+    if algo == "dagger":
+        from zoo.trainers.dagger import DAggerZooTrainer
+
+        return DAggerZooTrainer()
     if algo in SB3_ALGOS or "." in algo or ":" in algo:
         from zoo.trainers.sb3 import SB3Trainer
 
         return SB3Trainer()
-    known = (*SB3_ALGOS, "classifier", "cmaes", "bc")
+    known = (*SB3_ALGOS, "classifier", "cmaes", "bc", "dagger")
     raise ConfigError(
         f"unknown algo {algo!r}.{nearest(algo, known)} Known: {', '.join(known)}, "
         "or an import path to an SB3 algorithm class."

@@ -299,7 +299,10 @@ class CMAESZooTrainer:
             )
         _policy_builder(run)
         cma_config(run)
-        init_vector(run)  # a missing or misfit warm start fails before anything is written
+        # A misfit warm start fails here; a missing one in probe (still before anything is
+        # written), so a config may name a run that an earlier step of its recipe makes.
+        if not run.body.get("init") or Path(run.body["init"]).exists():
+            init_vector(run)
         if run.body.get("action_fn"):
             try:
                 resolve_function(run.body["action_fn"], "action_fn")
@@ -310,6 +313,7 @@ class CMAESZooTrainer:
 
     def probe(self, run: RunConfig) -> None:
         """Dry build: policy and env fit together (one short rollout of one solution)."""
+        init_vector(run)
         spec = rollout_spec(run, training=True)
         evaluator = BatchedEvaluator(dataclasses.replace(spec, max_steps=1))
         try:

@@ -1,0 +1,128 @@
+"""Tests for zoo.trainers.dagger (``algo: dagger``: E3 warm start by behaviour cloning)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import zoo
+from attn_policies.neuron import AttentionNeuronPolicy
+from zoo.config import ConfigError
+from zoo.trainers import cmaes
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return zoo.train("cartpole_fnn", budget="smoke", root=tmp_path_factory.mktemp("fnn")).path
+
+
+def rounds(path: Path) -> list[dict[str, str]]:
+    with (path / "progress.csv").open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def state(file: Path) -> dict[str, torch.Tensor]:
+    return torch.load(file, weights_only=True)
+
+
+def test_smoke_bc_then_warm_cmaes_from_it(teacher: Path, tmp_path: Path) -> None:
+    bc = zoo.train(
+        "cartpole_pi_bc", budget="smoke", overrides={"teacher": str(teacher)}, root=tmp_path
+    )
+    files = {p.name for p in bc.path.iterdir()}
+    assert {"model.pt", "best_model.pt", "progress.csv", "evaluations.json", "eval.json"} <= files
+    assert [(r["round"], r["beta"]) for r in rounds(bc.path)] == [("1", "1.0"), ("2", "0.5")]
+    assert all(r["test_mean"] and float(r["loss"]) > 0 for r in rounds(bc.path))
+    assert bc.status["round"] == 2 and bc.status["num_timesteps"] > 0
+    student = bc.model()
+    assert isinstance(student, AttentionNeuronPolicy) and student.num_parameters == 913
+    assert bc.eval["n_episodes"] == 4
+    assert zoo.evaluate(bc.path)["policies"] == bc.eval["policies"]
+
+    overrides = {"init": str(bc.path)}
+    (warm_config,) = zoo.load_runs("cartpole_pi_warm", budget="smoke", overrides=overrides)
+    x0 = cmaes.init_vector(warm_config)
+    best = state(bc.path / "best_model.pt")
+    flat = torch.cat([best[k].reshape(-1) for k in student.state_dict()]).numpy()
+    np.testing.assert_array_equal(x0, flat.astype(np.float64))  # CMA-ES starts at the student
+    warm = zoo.train("cartpole_pi_warm", budget="smoke", overrides=overrides, root=tmp_path)
+    assert warm.status["state"] == "finished" and warm.status["generation"] == 2
+
+
+class InterruptAt:
+    def __init__(self, round_: int) -> None:
+        self.round = round_
+
+    def __call__(self, record: dict[str, Any]) -> bool:
+        if record["round"] >= self.round:
+            raise KeyboardInterrupt
+        return True
+
+
+def test_interrupt_and_resume_continue_bit_for_bit(teacher: Path, tmp_path: Path) -> None:
+    overrides = {"teacher": str(teacher), "n_rounds": 3, "keep_rounds": 2}
+    straight = zoo.train("cartpole_pi_bc", budget="smoke", overrides=overrides, root=tmp_path / "a")
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(
+            "cartpole_pi_bc",
+            budget="smoke",
+            overrides=overrides,
+            root=tmp_path / "b",
+            callbacks=[InterruptAt(2)],
+        )
+    (path,) = (tmp_path / "b" / "cartpole_pi_bc").iterdir()
+    assert json.loads((path / "status.json").read_text())["state"] == "interrupted"
+    assert not (path / "model.pt").exists()
+    assert json.loads((path / "checkpoints" / "trainer.json").read_text())["round"] == 2
+    seen: list[int] = []
+    resumed = zoo.resume(path, callbacks=[lambda record: seen.append(record["round"])])
+    assert resumed.status["state"] == "finished"
+    assert seen == [3]  # only the round after the checkpoint ran again
+    drop = ("seconds",)
+    assert [{k: v for k, v in r.items() if k not in drop} for r in rounds(resumed.path)] == [
+        {k: v for k, v in r.items() if k not in drop} for r in rounds(straight.path)
+    ]
+    for name in ("model.pt", "best_model.pt"):
+        a, b = state(straight.path / name), state(resumed.path / name)
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+
+
+def test_bad_teacher_is_one_config_error_and_nothing_written(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cartpole_pi_bc: 'teacher': .*no config\.yml") as err:
+        zoo.train(
+            "cartpole_pi_bc",
+            budget="smoke",
+            overrides={"teacher": str(tmp_path / "nowhere")},
+            root=tmp_path / "runs",
+        )
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("name", ["student-1.pt", "round-1.npz", "trainer.json"])
+def test_tampered_checkpoint_is_one_config_error(teacher: Path, tmp_path: Path, name: str) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(
+            "cartpole_pi_bc",
+            budget="smoke",
+            overrides={"teacher": str(teacher)},
+            root=tmp_path,
+            callbacks=[InterruptAt(1)],
+        )
+    (path,) = (tmp_path / "cartpole_pi_bc").iterdir()
+    file = path / "checkpoints" / name
+    file.write_bytes(file.read_bytes()[:60])
+    with pytest.raises(ConfigError, match="unreadable DAgger checkpoint"):
+        zoo.resume(path)
+    assert json.loads((path / "status.json").read_text())["state"] == "failed"
+
+
+def test_teacher_of_another_algo_is_refused_before_loading(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"'teacher': .*algo: double_dqn run; a teacher is"):
+        zoo.load_runs("cartpole_pi_bc", budget="smoke", overrides={"teacher": "results/doorkey"})

@@ -1,0 +1,251 @@
+"""DAgger behaviour cloning of an ES policy from a teacher run (``algo: dagger``, issue 12).
+
+The E3 warm start: clone the FNN teacher into the permutation-invariant AttentionNeuron
+agent (inputs shuffled once per episode for the student), then fine-tune it with CMA-ES
+(``algo: cmaes`` with ``init:`` naming this run's folder). See
+:mod:`attn_policies.algorithms.dagger` for the algorithm.
+
+Keys besides the common ones::
+
+    teacher: results/cartpole_pi/fnn   # a zoo run folder of an ES-style policy (its best
+                                       # model, read as tensors only via zoo.load(...).model());
+                                       # a relative path is from the working directory
+    env: attn_envs/CartPoleSwingUpHarder-v0
+    env_kwargs: {}
+    env_wrapper: []                    # as for algo: cmaes
+    policy: attention_neuron_cartpole  # the student, named as for algo: cmaes
+    policy_kwargs: {}
+    action_fn: null
+    n_rounds: 20                       # DAgger rounds (collect n_envs episodes + train)
+    n_envs: 64                         # episodes per round
+    window: 25                         # truncated-BPTT steps per update
+    learning_rate: 0.003
+    max_grad_norm: 1.0
+    keep_rounds: 3                     # train on the last this many rounds' data
+    shuffle_inputs: true               # one input permutation per episode for the student
+    max_episode_steps: null            # cap on collected and test episode steps
+    torch_threads: 1
+    eval: {freq: 1, n_episodes: 100, final_episodes: 1000}   # freq counts rounds
+
+The run folder holds ``model.pt`` (the last student) and ``best_model.pt`` (the one with the
+best test return), both state dicts of the policy, so a CMA-ES run's ``init:`` can name the
+folder; ``progress.csv`` (round, env steps, beta, loss, test return), ``evaluations.json``,
+``eval.json`` and ``checkpoints/`` (student and Adam state as tensors, the kept rounds' data
+as ``.npz``, written after every round). ``--resume`` continues bit for bit from the last
+finished round.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import pickle
+import time
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+import zoo
+from attn_policies.algorithms.dagger import DAgger, DAggerConfig
+from attn_policies.algorithms.es_eval import BatchedEvaluator
+from attn_policies.atomic import atomic_path, atomic_write
+from zoo import progress as zoo_progress
+from zoo.config import ConfigError, RunConfig, check_type
+from zoo.trainers import cmaes
+from zoo.trainers.cmaes import CMAESZooTrainer
+
+KEYS: dict[str, tuple[type, ...] | None] = {
+    "teacher": (str,),
+    "env": (str,),
+    "env_kwargs": (dict,),
+    "env_wrapper": None,
+    "policy": (str,),
+    "policy_kwargs": (dict,),
+    "action_fn": (str,),
+    "n_rounds": (int,),
+    "n_envs": (int,),
+    "window": (int,),
+    "learning_rate": (float, int),
+    "max_grad_norm": (float, int),
+    "keep_rounds": (int,),
+    "shuffle_inputs": (bool,),
+    "max_episode_steps": (int,),
+    "torch_threads": (int,),
+}
+# What a truncated or tampered checkpoint raises (torch.load with weights_only, np.load, JSON).
+CHECKPOINT_ERRORS = (
+    OSError,
+    EOFError,
+    KeyError,
+    ValueError,
+    RuntimeError,
+    pickle.UnpicklingError,
+    zipfile.BadZipFile,
+)
+TEACHER_ALGOS = ("cmaes", "dagger")  # runs whose model is an ES policy module
+PROGRESS_FIELDS = ["round", "env_steps", "beta", "loss", "seconds", "test_mean", "test_std"]
+
+
+def dagger_config(run: RunConfig) -> DAggerConfig:
+    body = run.body
+    try:
+        return DAggerConfig(
+            n_envs=int(body.get("n_envs", 64)),
+            max_steps=int(body.get("max_episode_steps") or 10**6),  # else the env's own limit
+            window=int(body.get("window", 25)),
+            learning_rate=float(body.get("learning_rate", 3e-3)),
+            max_grad_norm=float(body.get("max_grad_norm", 1.0)),
+            keep_rounds=int(body.get("keep_rounds", 3)),
+            shuffle_inputs=bool(body.get("shuffle_inputs", True)),
+            seed=run.seed,
+        )
+    except ValueError as err:
+        raise ConfigError(f"{run.name}: {err}") from None
+
+
+def load_teacher(run: RunConfig) -> nn.Module:
+    """The ``teacher`` run's best model (tensors only); any failure is one ConfigError."""
+    source = Path(str(run.body.get("teacher")))
+    try:
+        teacher = zoo.load(source)
+        if teacher.config.algo not in TEACHER_ALGOS:  # refused before any file is loaded
+            raise ConfigError(
+                f"{source} is an algo: {teacher.config.algo} run; a teacher is a run of "
+                f"{' or '.join(TEACHER_ALGOS)}"
+            )
+        model = teacher.model()
+    except (FileNotFoundError, ConfigError, ValueError) as err:
+        raise ConfigError(f"{run.name}: 'teacher': {err}") from None
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"{run.name}: 'teacher': {source} is not a torch policy run")
+    return model.eval()
+
+
+class DAggerZooTrainer(CMAESZooTrainer):
+    """Trains an ES policy by DAgger; loading and evaluation are those of ``algo: cmaes``."""
+
+    def config_keys(self, body: dict[str, Any]) -> dict[str, Any]:
+        return KEYS
+
+    def validate(self, run: RunConfig) -> None:
+        for key, types in KEYS.items():
+            check_type(run.name, key, run.body.get(key), types)
+        for key in ("teacher", "env", "policy", "n_rounds"):
+            if key not in run.body:
+                raise ConfigError(f"{run.name}: missing required key {key!r}")
+        cmaes._policy_builder(run)
+        dagger_config(run)
+        load_teacher(run)
+
+    def probe(self, run: RunConfig) -> None:
+        """The student fits the env (one step), and so does the teacher."""
+        super().probe(run)
+        teacher, spec = load_teacher(run), cmaes.rollout_spec(run)
+        env = spec.make_vector_env(1)
+        try:
+            obs, _ = env.reset(seed=0)
+            with torch.no_grad():
+                out = teacher(torch.as_tensor(obs, dtype=torch.float32))
+            action = out[0] if isinstance(out, tuple) else out
+            env.step(action.numpy())
+        except Exception as err:
+            raise ConfigError(f"{run.name}: the teacher does not fit the env: {err}") from err
+        finally:
+            env.close()
+
+    def train(
+        self,
+        handle: Any,
+        callbacks: Sequence[Any] = (),
+        progress_bar: bool = False,
+        resume: bool = False,
+    ) -> int:
+        run: RunConfig = handle.config
+        path = Path(handle.path)
+        ckpt = path / "checkpoints"
+        n_rounds = int(run.body["n_rounds"])
+        spec = cmaes.rollout_spec(run)
+        with torch.random.fork_rng():  # the student's initial weights follow the run's seed
+            torch.manual_seed(run.seed)
+            student = cmaes.policy_factory(run)()
+        dagger = DAgger(student, load_teacher(run), spec.make_vector_env, dagger_config(run))
+        evaluations: list[dict[str, Any]] = []
+        if resume and (ckpt / "trainer.json").exists():  # killed before round 1: start over
+            try:
+                dagger.restore(ckpt)
+            except CHECKPOINT_ERRORS as err:
+                raise ConfigError(f"{ckpt}: unreadable DAgger checkpoint ({err})") from None
+            if (path / "evaluations.json").exists():
+                evaluations = cmaes._read_json(path / "evaluations.json")
+            evaluations = [e for e in evaluations if e["round"] <= dagger.round]
+        _rewrite_progress(path / "progress.csv", dagger.round)
+        tester = BatchedEvaluator(spec) if run.eval.freq else None
+        zoo_progress.announce(path, resume=resume)
+        lines = zoo_progress.lines(run.experiment, n_rounds, "rounds", dagger.round)
+        seeds = [run.eval.seed + i for i in range(run.eval.n_episodes)]
+        try:
+            while dagger.round < n_rounds:
+                start = time.perf_counter()
+                record: dict[str, Any] = dagger.step()
+                record["seconds"] = round(time.perf_counter() - start, 3)
+                if tester is not None and dagger.round % run.eval.freq == 0:
+                    flat = nn.utils.parameters_to_vector(student.parameters()).detach()
+                    returns = tester.evaluate(flat[None].numpy(), seeds)[0]
+                    record["test_mean"], record["test_std"] = returns.mean(), returns.std()
+                    best = max((e["test_mean"] for e in evaluations), default=-np.inf)
+                    evaluations.append(
+                        {
+                            "round": dagger.round,
+                            "env_steps": dagger.env_steps,
+                            "test_mean": float(record["test_mean"]),
+                            "test_std": float(record["test_std"]),
+                        }
+                    )
+                    if record["test_mean"] >= best:  # ties go to the later model
+                        _save(student, path / "best_model.pt")
+                    atomic_write(path / "evaluations.json", json.dumps(evaluations, indent=1))
+                with (path / "progress.csv").open("a", newline="") as fh:
+                    csv.DictWriter(fh, PROGRESS_FIELDS, extrasaction="ignore").writerow(record)
+                dagger.save(ckpt)
+                handle.write_status(num_timesteps=dagger.env_steps, round=dagger.round)
+                if lines is not None:
+                    lines.update(dagger.round, _latest(record, evaluations))
+                if not all(cb(record) is not False for cb in callbacks):
+                    break
+        finally:
+            if tester is not None:
+                tester.close()
+        if lines is not None:
+            lines.close(dagger.round)
+        _save(student, path / "model.pt")
+        return dagger.env_steps
+
+
+def _save(policy: nn.Module, file: Path) -> None:
+    with atomic_path(file) as tmp:
+        torch.save(policy.state_dict(), tmp)
+
+
+def _latest(record: dict[str, Any], evaluations: list[dict[str, Any]]) -> str:
+    text = f"loss {record['loss']:.4f}"
+    if evaluations:
+        text += f", test {evaluations[-1]['test_mean']:.1f} at round {evaluations[-1]['round']}"
+    return text
+
+
+def _rewrite_progress(file: Path, done: int) -> None:
+    """``progress.csv`` with a header and the rows up to round ``done`` (a resume drops rows
+    of rounds that were logged but not checkpointed)."""
+    rows = []
+    if file.exists():
+        with file.open() as fh:
+            rows = [r for r in csv.DictReader(fh) if int(r["round"]) <= done]
+    with atomic_path(file) as tmp, tmp.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=PROGRESS_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
