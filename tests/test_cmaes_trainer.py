@@ -238,3 +238,10 @@ def test_init_warm_starts_from_a_run_and_refuses_a_misfit(
             root=tmp_path / "c",
         )
     assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()
+
+
+def test_interrupted_run_with_only_a_best_model_evaluates(tmp_path: Path) -> None:
+    run = zoo.train("cartpole_fnn", budget="smoke", root=tmp_path)
+    (run.path / "model.pt").unlink()  # as after Ctrl-C: periodic tests kept best_model.pt only
+    result = zoo.evaluate(run.path, n_episodes=2)
+    assert result["model"] == "best_model.pt" and "last_model" not in result

@@ -482,7 +482,8 @@ class CMAESZooTrainer:
             "n_episodes": n,
             "policies": {"deterministic": policies},
         }
-        if which == "best" and file.name == "best_model.pt":
+        # an interrupted run has a best model but no final model.pt yet
+        if which == "best" and file.name == "best_model.pt" and (path / "model.pt").exists():
             out["last_model"] = {
                 "model": "model.pt",
                 "policies": {"deterministic": summary("last")[0]},
