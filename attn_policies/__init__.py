@@ -1,7 +1,7 @@
 """Attention layers, SB3 feature extractors and attention-map tools for attention-based RL.
 
 Public names are imported lazily, so ``import attn_policies`` stays cheap. Extractors and
-policies are also listed by short name in :mod:`attn_policies.extractors`.
+policies are also listed by short name in :mod:`attn_policies.catalog`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ _MODULES = {
         "saliency_figure",
         "top_patches_figure",
     ],
-    "attn_policies.extractors": ["EXTRACTORS", "POLICIES", "get_extractor", "get_policy"],
+    "attn_policies.catalog": ["EXTRACTORS", "POLICIES", "get_extractor", "get_policy"],
     "attn_policies.algorithms": ["DoubleDQN", "OversamplingReplayBuffer"],
 }
 _PUBLIC = {name: module for module, names in _MODULES.items() for name in names}

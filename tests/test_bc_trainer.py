@@ -1,4 +1,4 @@
-"""Tests for zoo.trainers.bc (``algo: bc``: E4 Ant and E5 Puzzle Pong students)."""
+"""Tests for zoo.trainers.bc_trainer (``algo: bc``: E4 Ant and E5 Puzzle Pong students)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from attn_envs import CartPoleSwingUpVectorEnv
 from zoo import factory
 from zoo.config import ConfigError
 from zoo.trainers import get_trainer
-from zoo.trainers.bc import BCStudent, StudentAgent, load_teacher
+from zoo.trainers.bc_trainer import BCStudent, StudentAgent, load_teacher
 
 
 def scripted_teacher(obs: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,4 @@
-"""Tests for zoo.trainers.classifier (``algo: classifier``, the E1 MNIST runs)."""
+"""Tests for zoo.trainers.classifier_trainer (``algo: classifier``, the E1 MNIST runs)."""
 
 from __future__ import annotations
 

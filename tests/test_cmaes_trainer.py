@@ -1,4 +1,5 @@
-"""Tests for zoo.trainers.cmaes (``algo: cmaes``: E3 CartPoleSwingUpHarder, E6 CarRacing)."""
+"""Tests for zoo.trainers.cmaes_trainer (``algo: cmaes``: E3 CartPoleSwingUpHarder, E6
+CarRacing)."""
 
 from __future__ import annotations
 

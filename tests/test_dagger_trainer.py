@@ -1,4 +1,4 @@
-"""Tests for zoo.trainers.dagger (``algo: dagger``: E3 warm start by behaviour cloning)."""
+"""Tests for zoo.trainers.dagger_trainer (``algo: dagger``: E3 warm start by behaviour cloning)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 import zoo
 from attn_policies.neuron import AttentionNeuronPolicy
 from zoo.config import ConfigError
-from zoo.trainers import cmaes
+from zoo.trainers import cmaes_trainer
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_smoke_bc_then_warm_cmaes_from_it(teacher: Path, tmp_path: Path) -> None
 
     overrides = {"init": str(bc.path)}
     (warm_config,) = zoo.load_runs("cartpole_pi_warm", budget="smoke", overrides=overrides)
-    x0 = cmaes.init_vector(warm_config)
+    x0 = cmaes_trainer.init_vector(warm_config)
     best = state(bc.path / "best_model.pt")
     flat = torch.cat([best[k].reshape(-1) for k in student.state_dict()]).numpy()
     np.testing.assert_array_equal(x0, flat.astype(np.float64))  # CMA-ES starts at the student

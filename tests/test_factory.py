@@ -30,7 +30,7 @@ from zoo.factory import (
     resolve_wrappers,
     wrapper_specs,
 )
-from zoo.trainers.sb3 import SB3Trainer
+from zoo.trainers.sb3_trainer import SB3Trainer
 
 PPO_BASE: dict[str, Any] = {
     "algo": "ppo",
@@ -166,7 +166,7 @@ def test_ale_ids_build_in_a_fresh_process() -> None:
     """``ALE/...`` ids must resolve without anyone having imported ale_py first."""
     code = (
         "from zoo.config import load_runs\n"
-        "from zoo.trainers.sb3 import SB3Trainer\n"
+        "from zoo.trainers.sb3_trainer import SB3Trainer\n"
         "SB3Trainer().probe(load_runs('atari_nonlocal', budget='smoke')[0])\n"
     )
     done = subprocess.run(

@@ -171,7 +171,7 @@ def cartpole_pi(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_cmaes_agent_plays_as_the_trainer_scores_it(cartpole_pi: Path) -> None:
-    from zoo.trainers.cmaes import CMAESZooTrainer
+    from zoo.trainers.cmaes_trainer import CMAESZooTrainer
 
     handle = zoo.load(cartpole_pi)
     agent = zoo.record.as_agent(handle.model("best"), handle.config)

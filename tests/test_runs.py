@@ -269,7 +269,7 @@ def test_run_killed_before_its_first_checkpoint_resumes_from_step_zero(tmp_path:
 
 
 def test_default_first_checkpoint_comes_early() -> None:
-    from zoo.trainers.sb3 import default_save_freq
+    from zoo.trainers.sb3_trainer import default_save_freq
 
     assert default_save_freq(50_000) == 1_000  # 2% (was 10%)
     assert default_save_freq(10_000_000) == 10_000

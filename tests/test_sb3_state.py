@@ -12,7 +12,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from zoo.config import ConfigError
 from zoo.trainers import sb3_state
-from zoo.trainers.sb3 import save_checkpoint
+from zoo.trainers.sb3_trainer import save_checkpoint
 
 
 def _dqn(seed: int = 0, steps: int = 0) -> DQN:

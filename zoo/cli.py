@@ -135,8 +135,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _report(path: Path) -> None:
     """Learning curves and, where the model has attention, its figures, into the run folder."""
-    from zoo.maps import run_maps
     from zoo.plots import plot_runs
+    from zoo.run_maps import run_maps
 
     print(f"  curves: {plot_runs([path])}")
     try:
@@ -271,7 +271,7 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
 
 
 def _cmd_maps(args: argparse.Namespace) -> int:
-    from zoo.maps import run_maps
+    from zoo.run_maps import run_maps
 
     run = resolve_run(args.run)
     for path in run_maps(run, out_dir=args.out, which=args.which, seed=args.seed):

@@ -32,7 +32,7 @@ from stable_baselines3.common.vec_env import (
 
 import attn_envs  # noqa: F401  (registers the attn_envs/... ids)
 from attn_envs.registration import make_args
-from attn_policies.extractors import POLICIES
+from attn_policies.catalog import POLICIES
 from zoo.config import ConfigError, RunConfig, nearest
 from zoo.registry import resolve
 

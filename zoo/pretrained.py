@@ -526,7 +526,7 @@ def import_checkpoint(
             is written then.
     """
     from zoo.runs import Run
-    from zoo.trainers.cmaes import policy_factory
+    from zoo.trainers.cmaes_trainer import policy_factory
 
     ckpt = read_checkpoint(path)
     experiment, body, convert = _recipe(ckpt)

@@ -10,7 +10,7 @@ non-local layer's feature map over the newest observation frame) and as a bar st
 otherwise. Colours are scaled per frame from the smallest to the largest weight.
 
 The helpers :func:`open_env`, :func:`grab_frame` and :func:`key_saliency` are shared with
-:mod:`zoo.maps`.
+:mod:`zoo.run_maps`.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def ensure_registered(env_id: str) -> None:
 
 def vecnormalize_file(path: Path, which: str) -> Path:
     """The ``VecNormalize`` statistics saved with the model ``which`` picks (may not exist)."""
-    from zoo.trainers.sb3 import SB3Trainer
+    from zoo.trainers.sb3_trainer import SB3Trainer
 
     return SB3Trainer().model_file(Path(path), which)[1]
 
@@ -170,8 +170,8 @@ def as_agent(model: Any, run: Any) -> Any:
     (with the run's ``action_fn``); SB3 models and BC students already have one."""
     if hasattr(model, "predict") or not isinstance(model, nn.Module):
         return model
-    from attn_policies.extractors import import_object
-    from zoo.trainers.cmaes import _spaces
+    from attn_policies.catalog import import_object
+    from zoo.trainers.cmaes_trainer import _spaces
 
     action_fn = run.body.get("action_fn")
     return PolicyAgent(model, _spaces(run)[1], import_object(action_fn) if action_fn else None)

@@ -13,7 +13,8 @@ from typing import Any
 
 import torch.nn
 
-from attn_policies.extractors import EXTRACTORS, POLICIES, _resolve, import_object
+from attn_policies.catalog import EXTRACTORS, POLICIES, import_object
+from attn_policies.catalog import resolve as resolve_name
 
 ALGOS: dict[str, str] = {
     "ppo": "stable_baselines3:PPO",
@@ -139,7 +140,7 @@ def resolve(kind: str, name: str) -> Any:
         key = key[3:]
     if key in registry:
         return check_kind(kind, name, import_object(registry[key]))
-    return check_kind(kind, name, _resolve(name, registry, kind))
+    return check_kind(kind, name, resolve_name(name, registry, kind))
 
 
 def resolve_module_builder(name: str, what: str = "policy") -> Any:

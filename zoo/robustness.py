@@ -168,7 +168,7 @@ def parse_sweep(spec: str) -> Sweep:
 
 def _env_params(run: RunConfig) -> set[str]:
     """Named parameters of the run's env entry point (the screen presets take perturbations)."""
-    from attn_policies.extractors import import_object
+    from attn_policies.catalog import import_object
 
     entry = factory.env_spec(run.body["env"]).entry_point
     target = import_object(entry) if isinstance(entry, str) else entry

@@ -56,7 +56,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from attn_policies._es_support import keep_large_allocations
-from attn_policies.extractors import import_object
+from attn_policies.catalog import import_object
 
 __all__ = [
     "BatchedEvaluator",

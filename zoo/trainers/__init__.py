@@ -23,23 +23,23 @@ def get_trainer(algo: str) -> Any:
     """The trainer for an ``algo`` value (SB3 algorithms, import paths, ``classifier``,
     ``cmaes``, ``bc``, ``dagger``)."""
     if algo == "classifier":
-        from zoo.trainers.classifier import ClassifierTrainer
+        from zoo.trainers.classifier_trainer import ClassifierTrainer
 
         return ClassifierTrainer()
     if algo == "cmaes":
-        from zoo.trainers.cmaes import CMAESZooTrainer
+        from zoo.trainers.cmaes_trainer import CMAESZooTrainer
 
         return CMAESZooTrainer()
     if algo == "bc":
-        from zoo.trainers.bc import BCTrainer
+        from zoo.trainers.bc_trainer import BCTrainer
 
         return BCTrainer()
     if algo == "dagger":
-        from zoo.trainers.dagger import DAggerZooTrainer
+        from zoo.trainers.dagger_trainer import DAggerZooTrainer
 
         return DAggerZooTrainer()
     if algo in SB3_ALGOS or "." in algo or ":" in algo:
-        from zoo.trainers.sb3 import SB3Trainer
+        from zoo.trainers.sb3_trainer import SB3Trainer
 
         return SB3Trainer()
     known = (*SB3_ALGOS, "classifier", "cmaes", "bc", "dagger")

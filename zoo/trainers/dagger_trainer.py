@@ -56,8 +56,8 @@ from attn_policies.algorithms.es_eval import BatchedEvaluator
 from attn_policies.atomic import atomic_path, atomic_write
 from zoo import progress as zoo_progress
 from zoo.config import ConfigError, RunConfig, check_type
-from zoo.trainers import cmaes
-from zoo.trainers.cmaes import CMAESZooTrainer
+from zoo.trainers import cmaes_trainer
+from zoo.trainers.cmaes_trainer import CMAESZooTrainer
 
 KEYS: dict[str, tuple[type, ...] | None] = {
     "teacher": (str,),
@@ -138,14 +138,14 @@ class DAggerZooTrainer(CMAESZooTrainer):
         for key in ("teacher", "env", "policy", "n_rounds"):
             if key not in run.body:
                 raise ConfigError(f"{run.name}: missing required key {key!r}")
-        cmaes._policy_builder(run)
+        cmaes_trainer._policy_builder(run)
         dagger_config(run)
         load_teacher(run)
 
     def probe(self, run: RunConfig) -> None:
         """The student fits the env (one step), and so does the teacher."""
         super().probe(run)
-        teacher, spec = load_teacher(run), cmaes.rollout_spec(run)
+        teacher, spec = load_teacher(run), cmaes_trainer.rollout_spec(run)
         env = spec.make_vector_env(1)
         try:
             obs, _ = env.reset(seed=0)
@@ -169,10 +169,10 @@ class DAggerZooTrainer(CMAESZooTrainer):
         path = Path(handle.path)
         ckpt = path / "checkpoints"
         n_rounds = int(run.body["n_rounds"])
-        spec = cmaes.rollout_spec(run)
+        spec = cmaes_trainer.rollout_spec(run)
         with torch.random.fork_rng():  # the student's initial weights follow the run's seed
             torch.manual_seed(run.seed)
-            student = cmaes.policy_factory(run)()
+            student = cmaes_trainer.policy_factory(run)()
         dagger = DAgger(student, load_teacher(run), spec.make_vector_env, dagger_config(run))
         evaluations: list[dict[str, Any]] = []
         if resume and (ckpt / "trainer.json").exists():  # killed before round 1: start over
@@ -181,7 +181,7 @@ class DAggerZooTrainer(CMAESZooTrainer):
             except CHECKPOINT_ERRORS as err:
                 raise ConfigError(f"{ckpt}: unreadable DAgger checkpoint ({err})") from None
             if (path / "evaluations.json").exists():
-                evaluations = cmaes._read_json(path / "evaluations.json")
+                evaluations = cmaes_trainer._read_json(path / "evaluations.json")
             evaluations = [e for e in evaluations if e["round"] <= dagger.round]
         _rewrite_progress(path / "progress.csv", dagger.round)
         tester = BatchedEvaluator(spec) if run.eval.freq else None

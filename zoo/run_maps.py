@@ -314,7 +314,7 @@ def _newest_frame(obs: Any) -> np.ndarray:
 def _classifier_maps(handle: Run, model: Any, out: Path, seed: int) -> list[Path]:
     """Transformed test digits with attention received, and node maps of the first two."""
     from attn_policies.algorithms.supervised import fixed_test_set
-    from zoo.trainers.classifier import classifier_config, load_data, make_transform
+    from zoo.trainers.classifier_trainer import classifier_config, load_data, make_transform
 
     _, _, test_images, test_labels = load_data(handle.config)
     config = dataclasses.replace(

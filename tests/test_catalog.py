@@ -1,4 +1,4 @@
-"""Tests for attn_policies.extractors (the short-name registry) and the package's public names."""
+"""Tests for attn_policies.catalog (the short-name registry) and the package's public names."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 import attn_policies
-from attn_policies.extractors import (
+from attn_policies.catalog import (
     EXTRACTORS,
     POLICIES,
     get_extractor,

@@ -1,4 +1,4 @@
-"""Tests of zoo.maps: the attention figures of trained runs, chosen by env."""
+"""Tests of zoo.run_maps: the attention figures of trained runs, chosen by env."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from _zoo import TINY_DOORKEY, trained
 from PIL import Image
 
 import zoo
-import zoo.maps
+import zoo.run_maps
 from attn_policies.maps import doorkey_nodes
-from zoo.maps import run_maps
+from zoo.run_maps import run_maps
 
 # zoo.factory builds ALE ids without registering them (zoo.record does it for itself).
 gym.register_envs(ale_py)
@@ -29,15 +29,15 @@ def assert_png(path: Path, min_bytes: int = 15_000) -> tuple[int, int]:
 
 
 def spy(monkeypatch: pytest.MonkeyPatch, name: str) -> list[dict[str, Any]]:
-    """Record the arguments zoo.maps passes to one of its figure functions."""
+    """Record the arguments zoo.run_maps passes to one of its figure functions."""
     calls: list[dict[str, Any]] = []
-    real = getattr(zoo.maps, name)
+    real = getattr(zoo.run_maps, name)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         calls.append({"args": args, **kwargs})
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(zoo.maps, name, wrapper)
+    monkeypatch.setattr(zoo.run_maps, name, wrapper)
     return calls
 
 
@@ -124,7 +124,7 @@ def test_cmaes_attention_neuron_queries_by_observation_entry(
     assert path == out / "attention_policy_neuron.png"
     assert_png(path)
     weights = calls[0]["args"][0]
-    assert tuple(weights.shape) == (zoo.maps.FEATURE_STEPS, 1, 16, 5)  # steps, head, M, N
+    assert tuple(weights.shape) == (zoo.run_maps.FEATURE_STEPS, 1, 16, 5)  # steps, head, M, N
     assert calls[0]["args"][1] == [f"obs[{i}]" for i in range(5)]
     assert not np.allclose(weights[0], weights[-1])  # the rollout moves on
 

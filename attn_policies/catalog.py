@@ -78,7 +78,7 @@ def import_object(path: str) -> Any:
     return obj
 
 
-def _resolve(name: str, registry: dict[str, str], kind: str) -> Any:
+def resolve(name: str, registry: dict[str, str], kind: str) -> Any:
     if name in registry:
         return import_object(registry[name])
     if "." in name or ":" in name:
@@ -102,7 +102,7 @@ def get_extractor(name: str) -> type:
         ...
         ValueError: unknown extractor 'relationl'. Did you mean 'relational'? ...
     """
-    return _resolve(name, EXTRACTORS, "extractor")
+    return resolve(name, EXTRACTORS, "extractor")
 
 
 def get_policy(name: str) -> type:
@@ -112,4 +112,4 @@ def get_policy(name: str) -> type:
         >>> get_policy("relational_dqn").__name__
         'RelationalDQNPolicy'
     """
-    return _resolve(name, POLICIES, "policy")
+    return resolve(name, POLICIES, "policy")

@@ -37,7 +37,7 @@ from attn_policies.algorithms.supervised import (
     fixed_test_set,
     train_classifier,
 )
-from attn_policies.extractors import import_object
+from attn_policies.catalog import import_object
 from zoo import progress
 from zoo.config import ConfigError, RunConfig, check_type, nearest
 

@@ -61,8 +61,8 @@ from zoo.config import ConfigError, RunConfig, check_type
 from zoo.evaluation import evaluate_policy, summary
 from zoo.registry import resolve, resolve_function
 from zoo.trainers import state_dict_file
-from zoo.trainers.sb3 import SB3Trainer
 from zoo.trainers.sb3_state import normalizer, tensors_of
+from zoo.trainers.sb3_trainer import SB3Trainer
 
 KEYS: dict[str, tuple[type, ...] | None] = {
     "env": (str,),
