@@ -23,6 +23,7 @@ from attn_envs._spaces import require_box, require_int
 __all__ = [
     "DOORKEY_SIZES",
     "GRID_CHANNEL_MAX",
+    "RAW_GRID_KEY",
     "ActionSubset",
     "EgocentricGridObservation",
     "StepPenalty",
@@ -41,6 +42,9 @@ GRID_CHANNEL_MAX: tuple[int, int, int] = (
 DOORKEY_SIZES: tuple[int, ...] = (5, 6, 8, 16)
 """Sizes with a registered ``MiniGrid-DoorKey-{size}x{size}-v0``."""
 
+RAW_GRID_KEY = "raw_grid"
+"""``info`` key of :class:`EgocentricGridObservation`'s raw (unscaled, integer) grid."""
+
 Scale = Literal["max", "fixed"] | None
 
 
@@ -52,6 +56,11 @@ class EgocentricGridObservation(
     Keeps only the ``"image"`` entry of MiniGrid's Dict observation (like ``ImgObsWrapper``;
     an image-only Box is accepted too), moves channels first for SB3/torch convolutions and
     scales it. The spatial axes stay as MiniGrid lays them out.
+
+    ``reset`` and ``step`` also report the view as MiniGrid encodes it, unscaled, in
+    ``info["raw_grid"]`` (:data:`RAW_GRID_KEY`): a ``(3, H, W)`` integer array in the
+    observation's layout (object, colour, state indices), so figures read the cells
+    (``attn_policies.attention_plots.doorkey_nodes``) without undoing the scaling.
 
     Args:
         env: MiniGrid env: Dict observation with an ``"image"`` Box of shape (H, W, 3), or
@@ -76,6 +85,10 @@ class EgocentricGridObservation(
         >>> raw, _ = gym.make("MiniGrid-DoorKey-5x5-v0").reset(seed=0)
         >>> bool(np.allclose(obs, raw["image"].transpose(2, 0, 1) / raw["image"].max()))
         True
+        >>> obs, *_, info = env.step(2)
+        >>> grid = info["raw_grid"]
+        >>> grid.shape, grid.dtype, bool(np.allclose(obs, grid / grid.max()))
+        ((3, 7, 7), dtype('uint8'), True)
     """
 
     def __init__(self, env: gym.Env, scale: Scale = "max") -> None:
@@ -117,6 +130,23 @@ class EgocentricGridObservation(
         else:
             self.observation_space = spaces.Box(0.0, 1.0, (c, h, w), np.float32)
         self._channel_max = np.asarray(GRID_CHANNEL_MAX, np.float32)[:, None, None]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self.observation(obs), self._with_grid(obs, info)
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self.observation(obs), reward, terminated, truncated, self._with_grid(obs, info)
+
+    def _with_grid(self, observation: Any, info: dict[str, Any]) -> dict[str, Any]:
+        image = observation["image"] if self._from_dict else observation
+        grid = np.transpose(np.asarray(image), (2, 0, 1))
+        if grid.dtype.kind == "f":  # a float image Box: the cells are still whole numbers
+            grid = np.rint(grid).astype(np.int64)
+        return {**info, RAW_GRID_KEY: np.ascontiguousarray(grid)}
 
     def observation(self, observation: Any) -> np.ndarray:
         image = observation["image"] if self._from_dict else observation

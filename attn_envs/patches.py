@@ -18,7 +18,7 @@ from gymnasium import spaces
 from numpy.lib.stride_tricks import sliding_window_view
 
 from attn_envs._seeding import SeededWrapperMixin
-from attn_envs._spaces import require_box
+from attn_envs._spaces import require_box, require_int
 from attn_envs.shuffle import token_space
 
 _CV2_DTYPES = frozenset(
@@ -176,16 +176,16 @@ class PatchObservation(
         h, w = space.shape[-2:] if self.channels_first else space.shape[:2]
 
         stride = patch_size if stride is None else stride
-        if int(patch_size) != patch_size or patch_size < 1 or int(stride) != stride or stride < 1:
-            raise ValueError(
-                f"patch_size and stride must be positive integers, got {patch_size!r}, {stride!r}"
-            )
+        patch_size = require_int(patch_size, "patch_size")
+        stride = require_int(stride, "stride")
         if patch_size > min(h, w):
             raise ValueError(f"patch_size {patch_size} exceeds the image size {(h, w)}")
-        if min(blank_top, blank_bottom) < 0 or blank_top + blank_bottom > h:
+        blank_top = require_int(blank_top, "blank_top", minimum=0)
+        blank_bottom = require_int(blank_bottom, "blank_bottom", minimum=0)
+        if blank_top + blank_bottom > h:
             raise ValueError(
-                f"blank_top={blank_top} and blank_bottom={blank_bottom} must be >= 0 and "
-                f"together at most the image height {h}"
+                f"blank_top={blank_top} and blank_bottom={blank_bottom} must together be at "
+                f"most the image height {h}"
             )
         rem_h, rem_w = (h - patch_size) % stride, (w - patch_size) % stride
         if (rem_h or rem_w) and not crop:

@@ -12,6 +12,8 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
+from attn_envs._spaces import require_int
+
 __all__ = ["NegativeRewardTruncation"]
 
 
@@ -36,8 +38,7 @@ class NegativeRewardTruncation(gym.Wrapper[Any, Any, Any, Any], gym.utils.Record
     """
 
     def __init__(self, env: gym.Env, patience: int = 20) -> None:
-        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
-            raise ValueError(f"patience must be a positive int, got {patience!r}")
+        patience = require_int(patience, "patience")
         gym.utils.RecordConstructorArgs.__init__(self, patience=patience)
         gym.Wrapper.__init__(self, env)
         self.patience = patience

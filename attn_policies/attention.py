@@ -1,17 +1,22 @@
-"""Multi-head self-attention, positional codes and attention-weight capture.
+"""Multi-head self-attention, positional codes, attention-weight capture and the one helper
+that applies attention.
 
 Every module in :mod:`attn_policies` that computes attention weights inherits
-:class:`AttentionCapture`. In a normal forward pass it takes its fast path (for dot-product
-attention, :func:`torch.nn.functional.scaled_dot_product_attention`, which never materialises
-the weights) and stores nothing. Inside :func:`capture_attention` it computes the weights
-explicitly and records them as ``(batch, head, query, key)`` tensors, so plots cost nothing
+:class:`AttentionCapture`, has one scoring function (queries and keys to weights) and applies
+it through :func:`attend`. In a normal forward pass :func:`attend` takes the fused path (for
+``softmax(Q K^T * scale) V``, :func:`torch.nn.functional.scaled_dot_product_attention`, which
+never materialises the weights; a layer may pass its own fused kernel) and stores nothing.
+Inside :func:`capture_attention` it computes the weights with the layer's scoring function,
+records them as ``(batch, head, query, key)`` tensors and applies them, so plots cost nothing
 when nobody asks for them.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Literal
 
@@ -22,6 +27,26 @@ from torch import Tensor, nn
 
 Compatibility = Literal["dot", "additive"]
 QKVNorm = Literal["tokens", "features"] | None
+
+
+def require_int(value: object, name: str, minimum: int = 1) -> int:
+    """``value`` if it is an ``int`` >= ``minimum`` (1: a size, 0: a count that may be zero),
+    else a ``ValueError`` naming it. Bools are refused (``n_heads=True`` is a slip).
+
+    Example:
+        >>> require_int(3, "top_k")
+        3
+        >>> require_int(-1, "action_dim", minimum=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: action_dim must be a non-negative integer, got -1
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = {1: "a positive integer", 0: "a non-negative integer"}.get(
+            minimum, f"an integer >= {minimum}"
+        )
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
+    return value
 
 
 def require_sizes(**sizes: object) -> None:
@@ -35,18 +60,21 @@ def require_sizes(**sizes: object) -> None:
         ValueError: n_heads must be a positive integer, got 0
     """
     for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        require_int(value, name)
 
 
 class AttentionCapture:
     """Mixin for ``nn.Module``s that compute attention weights.
 
-    Subclasses check :attr:`capturing` to decide whether to materialise the weights and
-    pass them to :meth:`record` as a ``(batch, head, query, key)`` tensor.
+    Such a layer applies its weights through :func:`attend`, which checks :attr:`capturing`
+    to decide whether to materialise them and passes them to :meth:`record` as a
+    ``(batch, head, query, key)`` tensor. :attr:`max_capture_bytes` (``None``: no limit) caps
+    the weight tensor a capture may materialise; above it :func:`attend` warns and takes the
+    fused path.
     """
 
     _attention_store: list[Tensor] | None = None
+    max_capture_bytes: int | None = None
 
     @property
     def capturing(self) -> bool:
@@ -60,6 +88,76 @@ class AttentionCapture:
                     "expected (batch, head, query, key)"
                 )
             self._attention_store.append(weights.detach())
+
+    def capture_fits(self, q: Tensor, k: Tensor) -> bool:
+        """Whether the ``(*q.shape[:-1], k.shape[-2])`` weights fit :attr:`max_capture_bytes`."""
+        if self.max_capture_bytes is None:
+            return True
+        shape = (*q.shape[:-1], k.shape[-2])
+        size = math.prod(shape) * q.element_size()
+        if size <= self.max_capture_bytes:
+            return True
+        extra = self.extra_repr() if isinstance(self, nn.Module) else ""
+        warnings.warn(
+            f"{type(self).__name__}({extra}) not recording {size / 2**20:.0f} MiB of attention "
+            f"weights {shape} "
+            f"(max_capture_bytes={self.max_capture_bytes}); capture a smaller batch or input",
+            stacklevel=4,
+        )
+        return False
+
+
+Scoring = Callable[[Tensor, Tensor], Tensor]
+FusedKernel = Callable[[Tensor, Tensor, Tensor], Tensor]
+
+
+def attend(
+    layer: AttentionCapture,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor | None,
+    weights: Scoring,
+    *,
+    fused: bool | FusedKernel = True,
+    scale: float | None = None,
+    mask: Tensor | None = None,
+    apply: Callable[[Tensor], Tensor] | None = None,
+) -> Tensor:
+    """Attention of ``layer``: its weights ``weights(q, k)`` applied to ``v``, by the fastest
+    path that gives the same result.
+
+    ``weights`` is the layer's one scoring function, queries and keys to the attention weights
+    ``(batch, [head,] query, key)``. While ``layer`` captures (:func:`capture_attention`), or
+    when it has no fused kernel (``fused=False``, e.g. a ``tanh`` score), the weights are
+    computed, recorded (a 3-D tensor as one head) and applied (``apply(w)``, by default
+    ``w @ v``). Otherwise ``fused=True`` calls
+    :func:`~torch.nn.functional.scaled_dot_product_attention` with ``scale`` and ``mask`` (a
+    bool "may attend" or a float additive mask): the layer promises that ``weights(q, k)`` is
+    ``softmax(q k^T * scale + mask)``. A callable ``fused(q, k, v)`` is the layer's own kernel
+    for its own weights (a diagonal, a blockwise column sum, a padded flash call). The tests
+    of each layer keep the two branches equal.
+
+    Example:
+        >>> layer = MultiHeadSelfAttention(4, n_heads=1, head_dim=2)
+        >>> q, k, v = torch.randn(3, 1, 5, 2), torch.randn(3, 1, 5, 2), torch.randn(3, 1, 5, 2)
+        >>> softmax = lambda q, k: (q @ k.transpose(-2, -1) / math.sqrt(2)).softmax(-1)
+        >>> fast = attend(layer, q, k, v, softmax)
+        >>> with capture_attention(layer) as maps:
+        ...     slow = attend(layer, q, k, v, softmax)
+        >>> torch.allclose(fast, slow, atol=1e-6), tuple(maps["self"].shape)
+        (True, (3, 1, 5, 5))
+    """
+    if fused is not False and not (layer.capturing and layer.capture_fits(q, k)):
+        if fused is True:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        return fused(q, k, v)  # type: ignore[arg-type]
+    w = weights(q, k)
+    if layer.capturing:
+        layer.record(w if w.dim() == 4 else w.unsqueeze(1))
+    if apply is not None:
+        return apply(w)
+    assert v is not None, "attend needs values or an apply function"
+    return w @ v
 
 
 @contextmanager
@@ -136,7 +234,7 @@ class MultiHeadSelfAttention(AttentionCapture, nn.Module):
     Q, K and V are linear projections of the tokens, optionally layer-normalised (the book
     normalises each over ``(heads, tokens, head_dim)``; ``"features"`` normalises each token
     alone, which keeps the module permutation equivariant). The compatibility function is
-    either the scaled dot product (fast path: ``scaled_dot_product_attention``) or the book's
+    either the scaled dot product (fused path: ``scaled_dot_product_attention``) or the book's
     additive form ``softmax(a_lin(elu(q_lin(Q) + k_lin(K))))``, whose rows are scores over a
     fixed number of key positions, so it needs ``n_tokens`` and ties keys to their index.
 
@@ -207,7 +305,8 @@ class MultiHeadSelfAttention(AttentionCapture, nn.Module):
         return q, k, v
 
     def weights(self, q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Attention weights ``(B, heads, N, N)`` from projected queries and keys."""
+        """Attention weights ``(B, heads, N, N)`` from projected queries and keys (the
+        scoring function: ``"dot"`` is what :func:`attend`'s fused kernel computes)."""
         if self.compatibility == "dot":
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
         else:
@@ -218,10 +317,6 @@ class MultiHeadSelfAttention(AttentionCapture, nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         q, k, v = self.project(x)
-        if self.compatibility == "dot" and not self.capturing:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        else:
-            weights = self.weights(q, k, mask)
-            self.record(weights)
-            out = weights @ v
+        scoring = functools.partial(self.weights, mask=mask)
+        out = attend(self, q, k, v, scoring, fused=self.compatibility == "dot", mask=mask)
         return rearrange(out, "b h n d -> b n (h d)")

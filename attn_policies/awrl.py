@@ -53,10 +53,8 @@ all features. :meth:`DAWRLPolicy.feature_values` returns the per-feature terms `
 Batch-norm statistics in training mode are taken over the batch and all tokens (as in the
 thesis); in eval mode every step of d-AWRL is per token.
 
-**Baselines.** :class:`FeatureFCExtractor` (shared per-feature embedding, then two fully
-connected layers) and :class:`FeatureCNNExtractor` (parallel 1-D convolutions with kernels
-3/5/7 along the feature axis, channels = time steps; ``deep=True`` is the a-CNN, with enough
-layers, at most 20, for the receptive field ``1 + n·6`` to cover all ``L`` features).
+**Baselines** (:mod:`attn_policies.feature_baselines`, re-exported here).
+:class:`FeatureFCExtractor` and :class:`FeatureCNNExtractor` (base CNN and a-CNN).
 
 **Parameter counts** (table 7.2; Pong, 6 actions). Attention: inference 131,712, policy
 6,150, value 1,025. ``AWRLExtractor(variant="d")`` has exactly 131,712 = 640 (``Linear(4 →
@@ -88,7 +86,6 @@ in ``VecNormalize`` for training.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Literal
 
@@ -102,7 +99,21 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import Tensor, nn
 
-from attn_policies.attention import MultiHeadSelfAttention, sinusoidal_table
+from attn_policies.attention import (
+    MultiHeadSelfAttention,
+    attend,
+    require_int,
+    require_sizes,
+    sinusoidal_table,
+)
+from attn_policies.feature_baselines import (
+    FeatureCNNExtractor,
+    FeatureFCExtractor,
+    ParallelConv1d,
+    dry_run,
+    feature_shape,
+    layers_to_span,
+)
 
 __all__ = [
     "AWRLBlock",
@@ -122,30 +133,6 @@ AttendOn = Literal["both", "content", "address"]
 Diagonal = Literal["dot", "softmax"]
 
 
-def feature_shape(space: spaces.Space, name: str) -> tuple[int, int]:
-    """``(stack, n_features)`` of a feature-observation Box, or a clear error."""
-    if not isinstance(space, spaces.Box):
-        raise TypeError(
-            f"{name} needs a Box observation space of shape (stack, n_features), as made by "
-            f"attn_envs.DistractorFeatureObservation; got {space!r}"
-        )
-    if len(space.shape) != 2 or min(space.shape) < 1:
-        raise ValueError(
-            f"{name} needs observations of shape (stack, n_features), got shape {space.shape}"
-        )
-    return int(space.shape[0]), int(space.shape[1])
-
-
-def _dry_run(module: nn.Module, fn: Callable[[Tensor], Tensor], space: spaces.Space) -> Tensor:
-    """``fn`` on one zero observation, in eval mode (batch-norm buffers stay untouched)."""
-    was_training = module.training
-    module.train(False)
-    with torch.no_grad():
-        out = fn(torch.zeros((1, *space.shape), dtype=torch.float32))
-    module.train(was_training)
-    return out
-
-
 class AWRLSelfAttention(MultiHeadSelfAttention):
     """Multi-head dot-product self-attention, full (g-AWRL) or diagonal (d-AWRL).
 
@@ -153,12 +140,12 @@ class AWRLSelfAttention(MultiHeadSelfAttention):
     ``qk_input`` (optional) replaces ``x`` as the source of queries and keys, values still
     come from ``x``; a ``(1, N, F)`` ``qk_input`` (a positional code) is shared by the batch.
 
-    ``diagonal=None``: softmax attention (fast path ``scaled_dot_product_attention``).
+    ``diagonal=None``: softmax attention (fused path ``scaled_dot_product_attention``).
     ``diagonal="dot"``: token ``i`` outputs ``φ_i v_i`` with ``φ_i = q_i·k_i / √d_k``.
     ``diagonal="softmax"``: ``φ = softmax_i(q_i·k_i / √d_k)`` across the ``N`` tokens of a
-    head. The diagonal fast path never forms the ``N x N`` map; when capturing, the map is
-    built as the masked score matrix and recorded as ``(B, heads, N, N)``, zero off the
-    diagonal.
+    head. Both go through :func:`~attn_policies.attention.attend`: the diagonal fused path
+    never forms the ``N x N`` map; when capturing, the same weights are recorded on the
+    diagonal of a ``(B, heads, N, N)`` map, zero off the diagonal.
 
     Example:
         >>> from attn_policies.attention import capture_attention
@@ -196,37 +183,31 @@ class AWRLSelfAttention(MultiHeadSelfAttention):
         shape = (x.shape[0], -1, -1, -1)
         return q.expand(shape), k.expand(shape), v
 
-    def _normalise_diagonal(self, scores: Tensor) -> Tensor:
-        return scores.softmax(dim=-1) if self.diagonal == "softmax" else scores
+    def diagonal_weights(self, q: Tensor, k: Tensor) -> Tensor:
+        """The d-AWRL scoring function: ``φ`` ``(B, heads, N)``, one weight per token."""
+        phi = (q * k).sum(-1) * (1.0 / math.sqrt(self.head_dim))
+        return phi.softmax(dim=-1) if self.diagonal == "softmax" else phi
 
     def forward(
         self, x: Tensor, mask: Tensor | None = None, qk_input: Tensor | None = None
     ) -> Tensor:
         q, k, v = self.project(x) if qk_input is None else self.project_split(x, qk_input)
         if self.diagonal is None:
-            if not self.capturing:
-                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            else:
-                weights = self.weights(q, k, mask)
-                self.record(weights)
-                out = weights @ v
+            scoring = partial(self.weights, mask=mask)
+            out = attend(self, q, k, v, scoring, mask=mask)
         else:
             if mask is not None:
                 raise ValueError("diagonal attention is its own mask; pass mask=None")
-            scale = 1.0 / math.sqrt(self.head_dim)
-            if not self.capturing:
-                phi = self._normalise_diagonal((q * k).sum(-1) * scale)  # (B, heads, N)
-                out = phi.unsqueeze(-1) * v
-            else:
-                scores = q @ k.transpose(-2, -1) * scale
-                eye = torch.eye(scores.shape[-1], dtype=torch.bool, device=scores.device)
-                if self.diagonal == "softmax":  # one softmax over the diagonal entries
-                    masked = scores.masked_fill(~eye, float("-inf"))
-                    weights = masked.flatten(-2).softmax(-1).view_as(scores)
-                else:
-                    weights = scores.masked_fill(~eye, 0.0)
-                self.record(weights)
-                out = weights @ v
+            # fused: token i scales its own value, the N x N map is never formed; captured:
+            # the same weights on the diagonal of the (B, heads, N, N) map, zero elsewhere
+            out = attend(
+                self,
+                q,
+                k,
+                v,
+                lambda q, k: torch.diag_embed(self.diagonal_weights(q, k)),
+                fused=lambda q, k, v: self.diagonal_weights(q, k).unsqueeze(-1) * v,
+            )
         return rearrange(out, "b h n d -> b n (h d)")
 
 
@@ -331,8 +312,9 @@ class AWRLExtractor(BaseFeaturesExtractor):
             raise ValueError(f"d-AWRL has no final FC layer; got fc_dim={fc_dim!r}")
         if fc_dim == "auto":
             fc_dim = None
-        if fc_dim is not None and (not isinstance(fc_dim, int) or fc_dim < 1):
-            raise ValueError(f"fc_dim must be a positive int, 'auto' or None, got {fc_dim!r}")
+        if fc_dim is not None:
+            require_int(fc_dim, "fc_dim ('auto', None or a size)")
+        require_sizes(embed_dim=embed_dim, n_heads=n_heads, head_dim=head_dim, n_blocks=n_blocks)
         super().__init__(observation_space, features_dim=1)
         self.variant, self.attend_on = variant, attend_on
         self.n_tokens, self.token_dim = n_tokens, embed_dim
@@ -343,7 +325,7 @@ class AWRLExtractor(BaseFeaturesExtractor):
             AWRLBlock(embed_dim, n_heads, head_dim, diag, activation_fn, batch_norm_affine)
             for _ in range(n_blocks)
         )
-        n_flat = _dry_run(self, self.tokens, observation_space).flatten(1).shape[1]
+        n_flat = dry_run(self, self.tokens, observation_space).flatten(1).shape[1]
         self.fc: nn.Module = (
             nn.Sequential(nn.Linear(n_flat, fc_dim), activation_fn())
             if fc_dim is not None
@@ -364,167 +346,6 @@ class AWRLExtractor(BaseFeaturesExtractor):
 
     def forward(self, observations: Tensor) -> Tensor:
         return self.fc(self.tokens(observations).flatten(1))
-
-
-class FeatureFCExtractor(BaseFeaturesExtractor):
-    """The thesis's FC baseline: a shared per-feature embedding, then fully connected layers.
-
-    Each feature's ``stack`` values go through the same ``Linear(stack → embed_dim)`` + ReLU
-    (the thesis's "feature-wise embedding"), the ``L`` embeddings are flattened and passed
-    through ``net_arch`` (Linear + ReLU each; default 512 then 32, the 32-unit latent of table
-    7.2's FC row).
-
-    Args:
-        observation_space: Box of shape ``(stack, L)``.
-        embed_dim: width of the shared per-feature embedding.
-        net_arch: widths of the fully connected layers after the embedding.
-        activation_fn: activation after every layer.
-
-    Example:
-        >>> _ = torch.manual_seed(0)
-        >>> ext = FeatureFCExtractor(spaces.Box(0, 255, (4, 8)))
-        >>> ext(torch.rand(2, 4, 8)).shape
-        torch.Size([2, 32])
-        >>> sum(p.numel() for p in ext.parameters())  # table 7.2: 146,080
-        148160
-    """
-
-    def __init__(
-        self,
-        observation_space: spaces.Box,
-        embed_dim: int = 32,
-        net_arch: Sequence[int] = (512, 32),
-        activation_fn: type[nn.Module] = nn.ReLU,
-    ) -> None:
-        stack, _ = feature_shape(observation_space, type(self).__name__)
-        super().__init__(observation_space, features_dim=1)
-        self.embed = nn.Sequential(nn.Linear(stack, embed_dim), activation_fn())
-        n_flat = _dry_run(self, self._embed_flat, observation_space).shape[1]
-        layers: list[nn.Module] = []
-        for width in net_arch:
-            layers += [nn.Linear(n_flat, width), activation_fn()]
-            n_flat = width
-        self.mlp = nn.Sequential(*layers)
-        self._features_dim = n_flat
-
-    def _embed_flat(self, observations: Tensor) -> Tensor:
-        return self.embed(rearrange(observations, "b t n -> b n t")).flatten(1)
-
-    def forward(self, observations: Tensor) -> Tensor:
-        return self.mlp(self._embed_flat(observations))
-
-
-class ParallelConv1d(nn.Module):
-    """Parallel ``Conv1d`` branches with odd kernels and "same" padding, concatenated.
-
-    ``(B, C_in, L) -> (B, len(kernel_sizes) · channels, L)``.
-
-    Example:
-        >>> ParallelConv1d(4, 8)(torch.zeros(2, 4, 10)).shape
-        torch.Size([2, 24, 10])
-    """
-
-    def __init__(
-        self, in_channels: int, channels: int, kernel_sizes: Sequence[int] = (3, 5, 7)
-    ) -> None:
-        super().__init__()
-        if not kernel_sizes or any(k < 1 or k % 2 == 0 for k in kernel_sizes):
-            raise ValueError(f"kernel_sizes must be odd and positive, got {tuple(kernel_sizes)}")
-        self.convs = nn.ModuleList(
-            nn.Conv1d(in_channels, channels, k, padding=k // 2) for k in kernel_sizes
-        )
-        self.out_channels = channels * len(kernel_sizes)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return torch.cat([conv(x) for conv in self.convs], dim=1)
-
-
-def layers_to_span(n_features: int, kernel_size: int = 7, max_layers: int = 20) -> int:
-    """Fewest stacked stride-1 layers whose receptive field ``1 + n (k - 1)`` covers
-    ``n_features``, capped at ``max_layers``.
-
-    Example:
-        >>> [layers_to_span(n) for n in (8, 16, 32, 41, 82, 164)]
-        [2, 3, 6, 7, 14, 20]
-    """
-    return min(max_layers, max(1, math.ceil((n_features - 1) / (kernel_size - 1))))
-
-
-class FeatureCNNExtractor(BaseFeaturesExtractor):
-    """The thesis's CNN baselines: parallel 1-D convolutions (kernels 3/5/7) over the features.
-
-    The ``stack`` time steps are the input channels and the ``L`` features the length axis.
-    Every layer is a :class:`ParallelConv1d` (``channels`` filters per kernel) + ReLU. The base
-    CNN (``deep=False``) has two layers; the a-CNN (``deep=True``) has
-    ``max(2, layers_to_span(L))`` layers, so that one output position sees all ``L`` features
-    (receptive field ``1 + 6 n``), at most ``max_layers = 20`` (thesis: "up to 20"; for
-    ``L > 121``, e.g. Asteroids 4L = 164, the cap leaves the field at 121). ``n_layers``
-    overrides both. The flattened maps feed policy and value directly, as for g-AWRL (table
-    7.2); ``fc_dim`` adds a final FC (+ ReLU). The a-CNN keeps the base CNN's width, so it
-    grows by one layer's parameters per extra layer (see the module docstring).
-
-    Args:
-        observation_space: Box of shape ``(stack, L)``.
-        deep: a-CNN (enough layers to span ``L``) instead of the two-layer base CNN.
-        channels: filters per kernel size in every layer.
-        kernel_sizes: odd kernel sizes of the parallel branches.
-        n_layers: explicit number of layers (overrides ``deep``).
-        max_layers: cap on the a-CNN's depth.
-        fc_dim: width of an extra final FC; ``None`` (default): the flattened maps.
-        activation_fn: activation after every layer.
-
-    Example:
-        >>> _ = torch.manual_seed(0)
-        >>> space = spaces.Box(0, 255, (4, 41))
-        >>> deep = FeatureCNNExtractor(space, deep=True, channels=8)
-        >>> deep.n_layers, deep.receptive_field, deep(torch.rand(2, 4, 41)).shape
-        (7, 43, torch.Size([2, 984]))
-        >>> base = FeatureCNNExtractor(spaces.Box(0, 255, (4, 8)))
-        >>> sum(p.numel() for p in base.parameters())  # table 7.2: 125,184
-        125112
-    """
-
-    def __init__(
-        self,
-        observation_space: spaces.Box,
-        deep: bool = False,
-        channels: int = 52,
-        kernel_sizes: Sequence[int] = (3, 5, 7),
-        n_layers: int | None = None,
-        max_layers: int = 20,
-        fc_dim: int | None = None,
-        activation_fn: type[nn.Module] = nn.ReLU,
-    ) -> None:
-        stack, n_features = feature_shape(observation_space, type(self).__name__)
-        if n_layers is None:
-            n_layers = (
-                max(2, layers_to_span(n_features, max(kernel_sizes), max_layers)) if deep else 2
-            )
-        if n_layers < 1:
-            raise ValueError(f"n_layers must be >= 1, got {n_layers}")
-        super().__init__(observation_space, features_dim=1)
-        self.n_layers, self.kernel_sizes = n_layers, tuple(kernel_sizes)
-        layers: list[nn.Module] = []
-        in_channels = stack
-        for _ in range(n_layers):
-            conv = ParallelConv1d(in_channels, channels, kernel_sizes)
-            layers += [conv, activation_fn()]
-            in_channels = conv.out_channels
-        self.convs = nn.Sequential(*layers)
-        n_flat = _dry_run(self, self.convs, observation_space).flatten(1).shape[1]
-        self.fc: nn.Module = (
-            nn.Sequential(nn.Linear(n_flat, fc_dim), activation_fn())
-            if fc_dim is not None
-            else nn.Identity()
-        )
-        self._features_dim = fc_dim if fc_dim is not None else n_flat
-
-    @property
-    def receptive_field(self) -> int:
-        return 1 + self.n_layers * (max(self.kernel_sizes) - 1)
-
-    def forward(self, observations: Tensor) -> Tensor:
-        return self.fc(self.convs(observations).flatten(1))
 
 
 class FeatureSumHead(nn.Module):

@@ -1,22 +1,24 @@
 """Every SB3 feature extractor and policy in attn_policies, by short name.
 
-The extractors live next to the layers they wrap (``relational.py``, ``neuron.py``, ...);
-this module is the one place that lists them, so a config can name a class by a short name
-(``"relational"``) or by its import path (``"attn_policies.relational.RelationalExtractor"``
-or ``"attn_policies.relational:RelationalExtractor"``). Names are resolved by import, never by
-``eval``.
+The extractors live next to the layers they wrap (``relational.py``, ``neuron_extractors.py``,
+...); this module is the one place that lists them, so a config can name a class by a short
+name (``"relational"``) or by its import path
+(``"attn_policies.relational.RelationalExtractor"`` or
+``"attn_policies.relational:RelationalExtractor"``). Names are resolved by import, never by
+``eval``. Old import paths (``attn_policies.neuron:...``, ``attn_policies.awrl:FeatureFCExtractor``)
+still resolve through re-exports.
 
-============================  ===============================================  ===========
-short name                    class                                            experiment
-============================  ===============================================  ===========
-``relational``                :class:`~attn_policies.relational.RelationalExtractor`  E2
-``awrl``                      :class:`~attn_policies.awrl.AWRLExtractor`              E7
-``feature_fc``                :class:`~attn_policies.awrl.FeatureFCExtractor`         E7
-``feature_cnn``               :class:`~attn_policies.awrl.FeatureCNNExtractor`        E7
-``attention_neuron``          :class:`~attn_policies.neuron.AttentionNeuronExtractor` E5
-``attention_neuron_vector``   :class:`~attn_policies.neuron.AttentionNeuronVectorExtractor` E3
-``nonlocal_nature_cnn``       :class:`~attn_policies.nonlocal_cnn.NonLocalNatureCNN`  E8
-============================  ===============================================  ===========
+===========================  ===========================================================  ====
+short name                   class (in ``attn_policies``)                                 exp.
+===========================  ===========================================================  ====
+``relational``               :class:`~.relational.RelationalExtractor`                    E2
+``awrl``                     :class:`~.awrl.AWRLExtractor`                                E7
+``feature_fc``               :class:`~.feature_baselines.FeatureFCExtractor`              E7
+``feature_cnn``              :class:`~.feature_baselines.FeatureCNNExtractor`             E7
+``attention_neuron``         :class:`~.neuron_extractors.AttentionNeuronExtractor`        E5
+``attention_neuron_vector``  :class:`~.neuron_extractors.AttentionNeuronVectorExtractor`  E3
+``nonlocal_nature_cnn``      :class:`~.nonlocal_cnn.NonLocalNatureCNN`                    E8
+===========================  ===========================================================  ====
 
 Policies: ``relational_dqn`` (:class:`~attn_policies.relational.RelationalDQNPolicy`, the
 book's DoorKey Q-network with its elu head) and ``dawrl``
@@ -32,10 +34,10 @@ from typing import Any
 EXTRACTORS: dict[str, str] = {
     "relational": "attn_policies.relational:RelationalExtractor",
     "awrl": "attn_policies.awrl:AWRLExtractor",
-    "feature_fc": "attn_policies.awrl:FeatureFCExtractor",
-    "feature_cnn": "attn_policies.awrl:FeatureCNNExtractor",
-    "attention_neuron": "attn_policies.neuron:AttentionNeuronExtractor",
-    "attention_neuron_vector": "attn_policies.neuron:AttentionNeuronVectorExtractor",
+    "feature_fc": "attn_policies.feature_baselines:FeatureFCExtractor",
+    "feature_cnn": "attn_policies.feature_baselines:FeatureCNNExtractor",
+    "attention_neuron": "attn_policies.neuron_extractors:AttentionNeuronExtractor",
+    "attention_neuron_vector": "attn_policies.neuron_extractors:AttentionNeuronVectorExtractor",
     "nonlocal_nature_cnn": "attn_policies.nonlocal_cnn:NonLocalNatureCNN",
 }
 
@@ -48,7 +50,8 @@ POLICIES: dict[str, str] = {
 def import_object(path: str) -> Any:
     """Import ``"package.module:Name"`` or ``"package.module.Name"``.
 
-    After a colon, dots walk attributes: ``"attn_policies.neuron:AttentionNeuronPolicy.cartpole"``.
+    After a colon, dots walk attributes:
+    ``"attn_policies.es_policies:AttentionNeuronPolicy.cartpole"``.
 
     Example:
         >>> import_object("attn_policies.attention:MultiHeadSelfAttention").__name__

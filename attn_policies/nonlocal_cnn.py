@@ -39,8 +39,6 @@ Captured weights (inside :func:`~attn_policies.attention.capture_attention`):
 
 from __future__ import annotations
 
-import math
-import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Literal, get_args
@@ -53,7 +51,8 @@ from stable_baselines3.common.preprocessing import is_image_space, is_image_spac
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import Tensor, nn
 
-from attn_policies.attention import AttentionCapture, require_sizes
+from attn_policies import attention
+from attn_policies.attention import AttentionCapture, require_int, require_sizes
 
 NonLocalForm = Literal["row", "full"]
 Position = Literal["conv1", "conv2", "conv3", "fc"]
@@ -102,10 +101,9 @@ class NonLocalBlock(AttentionCapture, nn.Module):
         super().__init__()
         if form not in get_args(NonLocalForm):
             raise ValueError(f"form must be 'row' or 'full', got {form!r}")
-        if channels < 1 or qk_reduction < 1:
-            raise ValueError(
-                f"need channels >= 1, qk_reduction >= 1; got {channels}, {qk_reduction}"
-            )
+        require_sizes(channels=channels, qk_reduction=qk_reduction)
+        if max_capture_bytes is not None:
+            require_int(max_capture_bytes, "max_capture_bytes", minimum=0)
         self.channels, self.form, self.max_capture_bytes = channels, form, max_capture_bytes
         self.qk_channels = channels if form == "row" else max(1, channels // qk_reduction)
         self.beta = nn.Parameter(torch.zeros(()))
@@ -125,32 +123,23 @@ class NonLocalBlock(AttentionCapture, nn.Module):
         pattern = "b d h w -> b 1 (h w) d"
         return rearrange(q, pattern), rearrange(k, pattern), rearrange(v, pattern)
 
-    def _capture_fits(self, q: Tensor, k: Tensor) -> bool:
-        size = math.prod(q.shape[:-1]) * k.shape[-2] * q.element_size()
-        if size <= self.max_capture_bytes:
-            return True
-        warnings.warn(
-            f"NonLocalBlock(form={self.form!r}) not recording {size / 2**20:.0f} MiB of "
-            f"attention weights {(*q.shape[:-1], k.shape[-2])} (max_capture_bytes="
-            f"{self.max_capture_bytes}); capture a smaller batch or input",
-            stacklevel=3,
-        )
-        return False
+    @staticmethod
+    def weights(q: Tensor, k: Tensor) -> Tensor:
+        """The scoring function: ``softmax(q k^T)``, unscaled as in the seed and SAGAN."""
+        return (q @ k.transpose(-2, -1)).softmax(dim=-1)
+
+    def _flash(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """:meth:`weights` applied by the CPU flash kernel, which wants one contiguous width
+        for q, k and v; zero columns leave q·k unchanged."""
+        width = max(q.shape[-1], v.shape[-1])
+        q, k, v = (F.pad(t, (0, width - t.shape[-1])).contiguous() for t in (q, k, v))
+        return F.scaled_dot_product_attention(q, k, v, scale=1.0)[..., : self.channels]
 
     def attend(self, x: Tensor) -> Tensor:
         """The attention output ``y`` (before ``β·y + x``), shape ``(B, C, H, W)``."""
         _, _, h, w = x.shape
         q, k, v = self._tokens(x)
-        if self.capturing and self._capture_fits(q, k):
-            weights = (q @ k.transpose(-2, -1)).softmax(dim=-1)
-            self.record(weights)
-            y = weights @ v
-        else:
-            # The CPU flash kernel wants one contiguous width for q, k and v; zero columns
-            # leave q·k unchanged. scale=1: the seed and SAGAN do not scale the scores.
-            width = max(q.shape[-1], v.shape[-1])
-            q, k, v = (F.pad(t, (0, width - t.shape[-1])).contiguous() for t in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, scale=1.0)[..., : self.channels]
+        y = attention.attend(self, q, k, v, self.weights, fused=self._flash)
         if self.form == "row":
             return rearrange(y, "b (c h) w 1 -> b c h w", h=h)
         # contiguous: a channels-last y would make the sum, and every conv after it,

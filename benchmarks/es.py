@@ -57,7 +57,6 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import matplotlib
 import numpy as np
 import torch
 
@@ -70,10 +69,8 @@ from attn_policies.algorithms.es_eval import (
     ProcessEvaluator,
     RolloutSpec,
 )
-from attn_policies.neuron import AttentionNeuronPolicy
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+from attn_policies.canvas import new_figure, save_figure
+from attn_policies.es_policies import AttentionNeuronPolicy
 
 HERE = Path(__file__).parent
 OUT = HERE / "results"
@@ -323,7 +320,8 @@ def time_late_generation(args: argparse.Namespace, spec: RolloutSpec) -> dict[st
 
 def plot(rates: dict[str, float], title: str, path: Path) -> None:
     labels = list(rates)
-    fig, ax = plt.subplots(figsize=(7, 0.5 * len(labels) + 1.2))
+    fig = new_figure(7, 0.5 * len(labels) + 1.2, layout="tight")
+    ax = fig.subplots()
     colors = ["grey" if "EvoJAX" in n else "tab:blue" for n in labels]
     ax.barh(labels, [rates[n] for n in labels], color=colors)
     for y, name in enumerate(labels):
@@ -333,9 +331,7 @@ def plot(rates: dict[str, float], title: str, path: Path) -> None:
     ax.set_title(title, fontsize=9)
     ax.invert_yaxis()
     ax.margins(x=0.25)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def ratio(a: float | None, b: float | None) -> float | None:

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import gymnasium as gym
-import matplotlib
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -42,8 +41,7 @@ from stable_baselines3.common.torch_layers import (
 )
 from torch import nn
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+from attn_policies.canvas import new_figure, save_figure
 
 OUT = Path(__file__).parent / "results"
 Factory = Callable[[spaces.Space], nn.Module]
@@ -278,7 +276,8 @@ def measure_memory() -> dict[str, object]:
 
 def plot(results: dict[str, object], path: Path) -> None:
     cases = results["cases"]
-    fig, axes = plt.subplots(len(cases), 1, figsize=(8, 2.2 * len(cases)), squeeze=False)
+    fig = new_figure(8, 2.2 * len(cases), layout="tight")
+    axes = fig.subplots(len(cases), 1, squeeze=False)
     for ax, (name, case) in zip(axes[:, 0], cases.items(), strict=True):
         labels = list(case["models"])
         ms = [case["models"][m]["ms_per_batch"] for m in labels]
@@ -289,9 +288,7 @@ def plot(results: dict[str, object], path: Path) -> None:
         ax.tick_params(labelsize=7)
         ax.invert_yaxis()
     axes[-1, 0].set_xlabel("forward+backward ms per batch (log scale; grey = SB3 baseline)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def main() -> None:

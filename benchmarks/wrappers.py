@@ -22,12 +22,12 @@ from pathlib import Path
 
 import ale_py
 import gymnasium as gym
-import matplotlib.pyplot as plt
 import numpy as np
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 import attn_envs  # noqa: F401  (registers the ids)
 from attn_envs.atari_ram import RamFeatureObservation
+from attn_policies.canvas import new_figure, save_figure
 
 gym.register_envs(ale_py)
 OUT = Path(__file__).parent / "results"
@@ -210,15 +210,14 @@ def plot(results: dict, path: Path) -> None:
     ratio = [results[n]["ratio_median"] for n in names]
     lo = [results[n]["ratio_median"] - results[n]["ratio_q25"] for n in names]
     hi = [results[n]["ratio_q75"] - results[n]["ratio_median"] for n in names]
-    fig, ax = plt.subplots(figsize=(9, 0.5 * len(names) + 1.5))
+    fig = new_figure(9, 0.5 * len(names) + 1.5, layout="tight")
+    ax = fig.subplots()
     ax.barh(names, ratio, xerr=[lo, hi], color="tab:blue")
     ax.axvline(0.9, color="tab:red", ls="--", label="goal: 90% of raw")
     ax.set_xlabel("wrapped / raw step rate (median, IQR of paired runs)")
     ax.invert_yaxis()
     ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ from attn_policies.attention import (
     AttentionCapture,
     MultiHeadSelfAttention,
     append_coordinates,
+    attend,
     capture_attention,
+    require_int,
     sinusoidal_table,
 )
 
@@ -177,3 +179,81 @@ def test_non_positive_sizes_are_refused_at_construction(kwargs: dict, message: s
 
     with pytest.raises(ValueError, match=message):
         MultiHeadSelfAttention(**{"in_features": 8, **kwargs})
+
+
+# --------------------------------------------------------------------- attend: the one helper
+
+
+class Probe(AttentionCapture, nn.Module):
+    """A bare attention layer: :func:`attend` with a scoring function we can count."""
+
+    def __init__(self, max_capture_bytes: int | None = None) -> None:
+        super().__init__()
+        self.max_capture_bytes = max_capture_bytes
+        self.scored = 0
+
+    def softmax(self, q: torch.Tensor, k: torch.Tensor, mask=None) -> torch.Tensor:
+        self.scored += 1
+        scores = q @ k.transpose(-2, -1) * 0.5
+        if mask is not None:
+            scores = (
+                scores.masked_fill(~mask, float("-inf"))
+                if mask.dtype == torch.bool
+                else scores + mask
+            )
+        return scores.softmax(-1)
+
+
+@pytest.mark.parametrize("mask_kind", [None, "bool", "float"])
+def test_attend_fused_and_explicit_branches_agree(mask_kind: str | None) -> None:
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 2, 5, 4), torch.randn(3, 2, 6, 4), torch.randn(3, 2, 6, 7)
+    mask = {
+        None: None,
+        "bool": (torch.rand(5, 6) > 0.3) | torch.eye(5, 6, dtype=torch.bool),
+        "float": torch.randn(5, 1),
+    }[mask_kind]
+    layer = Probe()
+    scoring = lambda q, k: layer.softmax(q, k, mask)  # noqa: E731
+    fused = attend(layer, q, k, v, scoring, scale=0.5, mask=mask)
+    assert layer.scored == 0  # the fused kernel never calls the scoring function
+    with capture_attention(layer) as maps:
+        explicit = attend(layer, q, k, v, scoring, scale=0.5, mask=mask)
+    assert layer.scored == 1
+    torch.testing.assert_close(fused, explicit, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(maps["self"], layer.softmax(q, k, mask))
+    # fused=False: always explicit, recorded only while capturing
+    torch.testing.assert_close(attend(layer, q, k, v, scoring, fused=False), explicit)
+
+
+def test_attend_uses_the_layers_own_kernel_and_apply() -> None:
+    torch.manual_seed(0)
+    layer = Probe()
+    q, k = torch.randn(2, 4, 3), torch.randn(2, 4, 3)
+    sums = lambda q, k, v: layer.softmax(q, k).sum(-2) + 0.0  # noqa: E731
+    out = attend(layer, q, k, None, layer.softmax, fused=sums, apply=lambda w: w.sum(-2))
+    with capture_attention(layer) as maps:
+        captured = attend(layer, q, k, None, layer.softmax, fused=sums, apply=lambda w: w.sum(-2))
+    torch.testing.assert_close(out, captured)
+    assert maps["self"].shape == (2, 1, 4, 4)  # 3-D weights are recorded as one head
+
+
+def test_attend_over_max_capture_bytes_warns_and_takes_the_fused_path() -> None:
+    layer = Probe(max_capture_bytes=4 * 5 * 5 - 1)  # one float32 5x5 map is 100 bytes
+    q = k = v = torch.randn(1, 1, 5, 2)
+    with pytest.warns(UserWarning, match="not recording"), capture_attention(layer) as maps:
+        attend(layer, q, k, v, layer.softmax, scale=0.5)
+    assert maps == {} and layer.scored == 0
+    layer.max_capture_bytes = 100
+    with capture_attention(layer) as maps:
+        attend(layer, q, k, v, layer.softmax, scale=0.5)
+    assert maps["self"].shape == (1, 1, 5, 5)
+
+
+def test_require_int() -> None:
+    assert require_int(0, "action_dim", minimum=0) == 0
+    for bad in (0, -1, 2.0, True, "3", None):
+        with pytest.raises(ValueError, match=r"^top_k must be a positive integer, got"):
+            require_int(bad, "top_k")
+    with pytest.raises(ValueError, match="n_frames must be an integer >= 2, got 1"):
+        require_int(1, "n_frames", minimum=2)

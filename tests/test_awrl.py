@@ -16,19 +16,12 @@ from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
-from torch import Tensor, nn
+from torch import Tensor
 
 import attn_envs  # noqa: F401  (registers attn_envs/...)
 from attn_policies.attention import capture_attention
-from attn_policies.awrl import (
-    AWRLExtractor,
-    AWRLSelfAttention,
-    DAWRLPolicy,
-    FeatureCNNExtractor,
-    FeatureFCExtractor,
-    FeatureSumHead,
-    layers_to_span,
-)
+from attn_policies.awrl import AWRLExtractor, AWRLSelfAttention, DAWRLPolicy, FeatureSumHead
+from attn_policies.feature_baselines import FeatureCNNExtractor, FeatureFCExtractor
 
 PONG = "attn_envs/DistractorPong-v0"
 E7_LENGTHS = (8, 16, 32, 41, 164)  # Pong L/2L/4L, Asteroids L, Asteroids 4L
@@ -215,18 +208,6 @@ def test_dawrl_heads_have_table_7_2_count_on_pong() -> None:
         feature_space(8), spaces.Discrete(6), lambda _: 2.5e-4, share_feature_heads=True
     )
     assert (n_params(shared.action_net), n_params(shared.value_net)) == (6 * 129, 129)
-
-
-def test_baseline_counts_follow_their_layers() -> None:
-    # Not table 7.2's numbers (the thesis gives no widths; see module docstring): the counts
-    # of the layers the thesis describes, so an architecture change shows up here.
-    cnn = FeatureCNNExtractor(feature_space(8))
-    first = sum(k * 4 * 52 + 52 for k in (3, 5, 7))
-    second = sum(k * 156 * 52 + 52 for k in (3, 5, 7))
-    assert n_params(cnn) == first + second == 125_112
-    fc = FeatureFCExtractor(feature_space(8))
-    assert n_params(fc) == (4 * 32 + 32) + (8 * 32 * 512 + 512) + (512 * 32 + 32) == 148_160
-    assert n_params(FeatureFCExtractor(feature_space(16))) - n_params(fc) == 8 * 32 * 512
 
 
 # Table 7.2 (Pong L, 6 actions): inference / policy / value. The baselines' heads are not
@@ -423,38 +404,6 @@ def test_address_only_attention_ignores_content(variant: str) -> None:
     assert not torch.allclose(a["blocks.0.attention"], b["blocks.0.attention"])
 
 
-# --- CNN baselines -----------------------------------------------------------------------------
-
-
-def test_a_cnn_depth_spans_the_features() -> None:
-    for n_features in (8, 10, 16, 20, 32, 40, 41, 82):
-        ext = FeatureCNNExtractor(feature_space(n_features), deep=True, channels=2)
-        assert ext.receptive_field >= n_features
-        assert ext.n_layers == max(2, layers_to_span(n_features))
-        shallower = 1 + (ext.n_layers - 1) * 6
-        assert shallower < n_features or ext.n_layers == 2
-    capped = FeatureCNNExtractor(feature_space(164), deep=True, channels=2)
-    assert capped.n_layers == 20  # thesis: "up to 20 sequential layers"
-    assert FeatureCNNExtractor(feature_space(164), channels=2).n_layers == 2
-    assert FeatureCNNExtractor(feature_space(164), deep=True, n_layers=5, channels=2).n_layers == 5
-
-
-@pytest.mark.parametrize(("deep", "expected_span"), [(False, 13), (True, 32)])
-def test_cnn_centre_sees_its_receptive_field(deep: bool, expected_span: int) -> None:
-    """Which input features reach the centre position of the last conv layer."""
-    torch.manual_seed(0)
-    ext = FeatureCNNExtractor(
-        feature_space(32), deep=deep, channels=4, fc_dim=None, activation_fn=nn.Identity
-    )
-    obs = obs_batch(32, batch=1).requires_grad_(True)
-    maps = ext.convs(obs)
-    maps[0, :, 16].sum().backward()
-    assert obs.grad is not None
-    seen = (obs.grad.abs().sum(dim=(0, 1)) > 0).nonzero().flatten()
-    assert len(seen) == expected_span
-    assert seen.min() == max(0, 16 - 3 * ext.n_layers)
-
-
 # --- validation --------------------------------------------------------------------------------
 
 FACTORIES: list[Callable[[spaces.Space], BaseFeaturesExtractor]] = [
@@ -488,3 +437,7 @@ def test_rejects_bad_options() -> None:
         AWRLSelfAttention(8, diagonal="rows")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="odd"):
         FeatureCNNExtractor(space, kernel_sizes=(3, 4))
+    with pytest.raises(ValueError, match="n_blocks must be a positive integer, got 0"):
+        AWRLExtractor(space, n_blocks=0)
+    with pytest.raises(ValueError, match=r"fc_dim .* must be a positive integer, got 2\.5"):
+        AWRLExtractor(space, fc_dim=2.5)  # type: ignore[arg-type]

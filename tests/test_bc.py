@@ -119,7 +119,7 @@ def test_collect_rollouts_from_an_sb3_teacher_and_a_callable() -> None:
     scripted = collect_rollouts(always_left, env, n_steps=5, student_obs=lambda o: o * 2)
     assert (scripted.actions == 0).all() and scripted.obs.shape == (10, 4)
     assert gym.spaces.Box(-10, 10, (4,)).contains(scripted.obs[0] / 2)
-    with pytest.raises(ValueError, match="n_steps"):
+    with pytest.raises(ValueError, match="n_steps must be a positive integer"):
         collect_rollouts(always_left, env, n_steps=0)
     with pytest.raises(TypeError, match="SB3 model or a callable"):
         as_teacher(3)
@@ -139,6 +139,11 @@ def test_the_teacher_sees_its_own_view_and_the_student_the_env_observation() -> 
 
 
 def test_config_validation() -> None:
+    for field, bad in (("batch_size", 0), ("epochs", True), ("epochs", 2.5)):
+        with pytest.raises(ValueError, match=f"{field} must be a positive integer"):
+            BCConfig(**{field: bad})
+    with pytest.raises(ValueError, match="learning_rate must be > 0"):
+        BCConfig(learning_rate=0.0)
     with pytest.raises(ValueError, match="loss must be"):
         BCConfig(loss="l1")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="occlusion"):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from _metrics import metrics_match_own_table
 
 import zoo
 from attn_envs import CartPoleSwingUpVectorEnv
@@ -58,6 +59,7 @@ def test_callable_teacher_run_learns_and_evaluates(tmp_path: Path) -> None:
     assert float(rows[-1]["loss"]) < 0.2 * float(rows[0]["loss"])  # the student learns
     assert [bool(r["test_mean"]) for r in rows] == [False] * 3 + [True] + [False] * 3 + [True]
     assert run.status["num_timesteps"] == 400  # 200 steps x 2 envs of teacher data
+    metrics_match_own_table(run.path, ("bc/loss", "bc/test_mean_reward"))
     agent = run.model()
     assert isinstance(agent, StudentAgent) and isinstance(agent.student, BCStudent)
     obs, _ = CartPoleSwingUpVectorEnv(64, harder=True).reset(seed=11)  # states it was taught on

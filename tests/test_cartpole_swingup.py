@@ -476,6 +476,11 @@ def test_errors() -> None:
         CartPoleSwingUpEnv(render_mode="human")
     with pytest.raises(ValueError, match="num_envs must be a positive int"):
         CartPoleSwingUpVectorEnv(0)
+    for bad in (True, 2.5, "4"):
+        with pytest.raises(ValueError, match="num_envs must be a positive integer"):
+            CartPoleSwingUpVectorEnv(bad)
+        with pytest.raises(ValueError, match="max_episode_steps must be a positive integer"):
+            CartPoleSwingUpEnv(max_episode_steps=bad)
     with pytest.raises(ResetNeeded):
         CartPoleSwingUpEnv().step(np.zeros(1))
     with pytest.raises(ResetNeeded):

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 import yaml
+from _metrics import metrics_match_own_table
 
 import zoo
 from attn_policies.relational import CNNMNIST, RelationalMNIST
@@ -52,6 +53,7 @@ def test_mnist_smoke_cnn_run(tmp_path: Path) -> None:
     expected = sorted({*range(every, iterations + 1, every), iterations})
     assert [int(r["iteration"]) for r in history] == expected
     assert list(history[0]) == ["iteration", "loss", "train_accuracy", "test_accuracy"]
+    metrics_match_own_table(run.path, ("classifier/loss", "classifier/test_accuracy"))
 
     state = torch.load(run.path / "model.pt", map_location="cpu", weights_only=True)
     model = CNNMNIST()

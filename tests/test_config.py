@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +11,9 @@ import yaml
 import zoo
 from zoo.config import (
     ConfigError,
-    EvalConfig,
-    deep_merge,
     find_experiment,
     load_runs,
-    nearest,
     parse_overrides,
-    set_dotted,
 )
 
 # A small PPO config every error case below starts from (validates without building anything).
@@ -43,125 +38,6 @@ def load_one(tmp_path: Path, budget: str = "full", **changes: Any) -> list[zoo.R
     body = {**BASE, **changes}
     body = {k: v for k, v in body.items() if v is not None}
     return load_runs(write_family(tmp_path, {"exp": body}), budget=budget)
-
-
-# --- parse_overrides / deep_merge / set_dotted ------------------------------------------------
-
-
-def test_parse_overrides_reads_yaml_values() -> None:
-    out = parse_overrides(
-        [
-            "learning_rate=1e-3",
-            "eval.freq=0",
-            "gamma=0.9",
-            "normalize=true",
-            "policy=relational_dqn",
-            "game=[Pong, Breakout]",
-            "policy_kwargs={net_arch: [8, 8]}",
-            "eval.select=null",
-            "env=ALE/Pong-v5",
-            "learning_rate2=lin_2.5e-4",
-            "description=a=b",
-            " seed =3",
-        ]
-    )
-    assert out == {
-        "learning_rate": 0.001,
-        "eval.freq": 0,
-        "gamma": 0.9,
-        "normalize": True,
-        "policy": "relational_dqn",
-        "game": ["Pong", "Breakout"],
-        "policy_kwargs": {"net_arch": [8, 8]},
-        "eval.select": None,
-        "env": "ALE/Pong-v5",
-        "learning_rate2": "lin_2.5e-4",
-        "description": "a=b",
-        "seed": 3,
-    }
-    assert isinstance(out["learning_rate"], float)
-    assert isinstance(out["eval.freq"], int)
-
-
-def test_parse_overrides_scientific_notation_without_dot_is_a_float() -> None:
-    assert parse_overrides(["n=5e4", "m=1E-2"]) == {"n": 50000.0, "m": 0.01}
-
-
-def test_parse_overrides_empty_value_is_empty_string() -> None:
-    assert parse_overrides(["description="]) == {"description": ""}
-
-
-@pytest.mark.parametrize("pair", ["learning_rate", "=3", ""])
-def test_parse_overrides_rejects_pairs_without_key_or_equals(pair: str) -> None:
-    with pytest.raises(ConfigError, match="key=value"):
-        parse_overrides([pair])
-
-
-def test_deep_merge_merges_nested_and_replaces_the_rest() -> None:
-    base = {"a": 1, "eval": {"freq": 10, "policies": {"g": "deterministic"}}, "l": [1, 2]}
-    update = {"eval": {"freq": 0, "policies": {"s": "stochastic"}}, "l": [3], "b": {"x": 1}}
-    out = deep_merge(base, update)
-    assert out == {
-        "a": 1,
-        "eval": {"freq": 0, "policies": {"g": "deterministic", "s": "stochastic"}},
-        "l": [3],
-        "b": {"x": 1},
-    }
-
-
-def test_deep_merge_mapping_and_scalar_replace_each_other() -> None:
-    assert deep_merge({"a": 1}, {"a": {"x": 1}}) == {"a": {"x": 1}}
-    assert deep_merge({"a": {"x": 1}}, {"a": None}) == {"a": None}
-
-
-def test_deep_merge_copies_its_inputs() -> None:
-    base = {"eval": {"policies": {"g": "deterministic"}}}
-    update = {"extra": {"list": [1]}}
-    snapshot = copy.deepcopy((base, update))
-    out = deep_merge(base, update)
-    out["eval"]["policies"]["s"] = "stochastic"
-    out["extra"]["list"].append(2)
-    assert (base, update) == snapshot
-
-
-def test_set_dotted_creates_parents_and_refuses_scalars() -> None:
-    body: dict[str, Any] = {"n_steps": 5}
-    set_dotted(body, "env_kwargs.sub.n", 3)
-    set_dotted(body, "seed", 1)
-    assert body == {"n_steps": 5, "env_kwargs": {"sub": {"n": 3}}, "seed": 1}
-    with pytest.raises(ConfigError, match="n_steps"):
-        set_dotted(body, "n_steps.x", 1)
-
-
-def test_nearest() -> None:
-    assert nearest("n_timestep", ["n_timesteps", "seed"]) == " Did you mean 'n_timesteps'?"
-    assert nearest("zzz", ["n_timesteps", "seed"]) == ""
-
-
-# --- EvalConfig -------------------------------------------------------------------------------
-
-
-def test_eval_select_defaults_to_first_policy() -> None:
-    assert EvalConfig().select == "deterministic/mean_reward"
-    cfg = EvalConfig(policies={"eps": 0.05, "greedy": "deterministic"}, success="terminated")
-    assert cfg.select == "eps/success_rate"
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"freq": -1}, "eval.freq"),
-        ({"n_envs": 0}, "eval.n_envs"),
-        ({"n_episodes": True}, "eval.n_episodes"),
-        ({"policies": {}}, "eval.policies"),
-        ({"policies": {"a": 1.5}}, "eval.policies.a"),
-        ({"policies": {"a": "greedy"}}, "eval.policies.a"),
-        ({"success": "solved"}, "eval.success"),
-    ],
-)
-def test_eval_config_rejects_bad_values(kwargs: dict[str, Any], match: str) -> None:
-    with pytest.raises(ConfigError, match=match):
-        EvalConfig(**kwargs)
 
 
 # --- budgets ----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from attn_policies.algorithms.dagger import (
     collect,
     fit_epoch,
 )
-from attn_policies.neuron import AttentionNeuronPolicy, FNNPolicy
+from attn_policies.es_policies import AttentionNeuronPolicy, FNNPolicy
 
 
 def env_fn(n: int) -> CartPoleSwingUpVectorEnv:
@@ -114,7 +114,15 @@ def test_teacher_may_return_action_or_action_and_state() -> None:
 
 
 @pytest.mark.parametrize(
-    "field, value", [("n_envs", 0), ("window", 0), ("learning_rate", 0.0), ("max_grad_norm", -1)]
+    "field, value",
+    [
+        ("n_envs", 0),
+        ("window", 0),
+        ("max_steps", 1.5),
+        ("keep_rounds", True),
+        ("learning_rate", 0.0),
+        ("max_grad_norm", -1),
+    ],
 )
 def test_bad_config_is_a_value_error(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=f"DAggerConfig.{field}"):

@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from _metrics import metrics_match_own_table, same_metrics
 
 import zoo
-from attn_policies.neuron import AttentionNeuronPolicy
+from attn_policies.es_policies import AttentionNeuronPolicy
 from zoo.config import ConfigError
 from zoo.trainers import cmaes_trainer
 
@@ -40,6 +41,7 @@ def test_smoke_bc_then_warm_cmaes_from_it(teacher: Path, tmp_path: Path) -> None
     assert [(r["round"], r["beta"]) for r in rounds(bc.path)] == [("1", "1.0"), ("2", "0.5")]
     assert all(r["test_mean"] and float(r["loss"]) > 0 for r in rounds(bc.path))
     assert bc.status["round"] == 2 and bc.status["num_timesteps"] > 0
+    metrics_match_own_table(bc.path, ("train/loss", "dagger/beta", "eval/test/mean_reward"))
     student = bc.model()
     assert isinstance(student, AttentionNeuronPolicy) and student.num_parameters == 913
     assert bc.eval["n_episodes"] == 4
@@ -88,6 +90,7 @@ def test_interrupt_and_resume_continue_bit_for_bit(teacher: Path, tmp_path: Path
     assert [{k: v for k, v in r.items() if k not in drop} for r in rounds(resumed.path)] == [
         {k: v for k, v in r.items() if k not in drop} for r in rounds(straight.path)
     ]
+    assert same_metrics(resumed.path, straight.path)
     for name in ("model.pt", "best_model.pt"):
         a, b = state(straight.path / name), state(resumed.path / name)
         assert all(torch.equal(a[k], b[k]) for k in a), name

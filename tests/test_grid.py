@@ -17,6 +17,7 @@ from minigrid.wrappers import ImgObsWrapper
 
 from attn_envs.grid import (
     GRID_CHANNEL_MAX,
+    RAW_GRID_KEY,
     ActionSubset,
     EgocentricGridObservation,
     StepPenalty,
@@ -144,6 +145,57 @@ def test_scaled_values_match_the_book():
         np.testing.assert_allclose(fixed, chw / np.array([10, 5, 3.0])[:, None, None], rtol=1e-6)
     # The egocentric view really changes while the agent moves.
     assert len({r.tobytes() for r in raws}) > 3
+
+
+class InfoImage(gym.Env):
+    """A float (H, W, 3) image Box whose reset and step infos carry their own entry."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Box(0.0, 10.0, (7, 7, 3), np.float32)
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.full((7, 7, 3), 2.0, np.float32), {"mine": 1}
+
+    def step(self, action):
+        return np.full((7, 7, 3), 4.0, np.float32), 0.0, False, False, {"mine": 2}
+
+
+@pytest.mark.parametrize("scale", ["max", "fixed", None])
+def test_raw_grid_in_info_at_reset_and_step(scale):
+    raw_env, env = doorkey(), egocentric(scale)
+    raw, _ = raw_env.reset(seed=5)
+    obs, info = env.reset(seed=5)
+    assert RAW_GRID_KEY == "raw_grid"
+    rng = np.random.default_rng(5)
+    for _ in range(25):
+        grid = info[RAW_GRID_KEY]
+        assert grid.shape == (3, 7, 7) and grid.dtype == np.uint8
+        np.testing.assert_array_equal(grid, raw["image"].transpose(2, 0, 1))
+        if scale == "max":
+            np.testing.assert_allclose(obs, grid / grid.max(), rtol=1e-6)
+        a = int(rng.integers(0, 7))
+        raw, *_ = raw_env.step(a)
+        obs, _, term, trunc, info = env.step(a)
+        if term or trunc:
+            break
+
+
+def test_raw_grid_keeps_the_inner_info_and_the_factory_passes_it_on():
+    env = EgocentricGridObservation(InfoImage(), scale="max")
+    _, info = env.reset(seed=0)
+    assert info["mine"] == 1 and info[RAW_GRID_KEY].dtype.kind == "i"
+    np.testing.assert_array_equal(info[RAW_GRID_KEY], np.full((3, 7, 7), 2))
+    info = env.step(0)[-1]
+    assert info["mine"] == 2 and (info[RAW_GRID_KEY] == 4).all()
+    doorkey_env = make_egocentric_doorkey()
+    obs, info = doorkey_env.reset(seed=0)
+    np.testing.assert_allclose(obs, info[RAW_GRID_KEY] / info[RAW_GRID_KEY].max(), rtol=1e-6)
+    obs, *_, info = doorkey_env.step(2)
+    np.testing.assert_allclose(obs, info[RAW_GRID_KEY] / info[RAW_GRID_KEY].max(), rtol=1e-6)
 
 
 def test_fixed_scale_uses_minigrid_constants():

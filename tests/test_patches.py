@@ -132,12 +132,19 @@ def test_patch_errors() -> None:
         PatchObservation(gym.make("FrozenLake-v1"))
     with pytest.raises(ValueError, match="needs a 2-D or 3-D Box observation, got shape"):
         PatchObservation(gym.make("CartPole-v1"))
-    with pytest.raises(ValueError, match="positive integers"):
+    with pytest.raises(ValueError, match="patch_size must be a positive integer"):
         PatchObservation(_image((84, 84)), patch_size=0)
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="stride must be a positive integer"):
+            PatchObservation(_image((84, 84)), patch_size=6, stride=bad)
+    assert PatchObservation(_image((84, 84)), patch_size=6.0).patch_size == 6
     with pytest.raises(ValueError, match="exceeds the image size"):
         PatchObservation(_image((4, 4)), patch_size=6)
     with pytest.raises(ValueError, match="blank_top"):
         PatchObservation(_image((84, 84)), blank_top=80, blank_bottom=10)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="blank_bottom must be a non-negative integer"):
+            PatchObservation(_image((84, 84)), blank_bottom=bad)
 
 
 def test_occlusion_counts_and_order() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from _metrics import metrics_match_own_table
 from _zoo import TINY_DOORKEY, trained
 from PIL import Image
 
@@ -269,6 +270,10 @@ def test_trained_doorkey_seeds(tmp_path_factory: pytest.TempPathFactory, tmp_pat
         trained(tmp_path_factory, f"doorkey_tiny_s{s}", "doorkey", seed=s, **TINY_DOORKEY)
         for s in (0, 1)
     ]
+    for run in runs:  # SB3 runs log episodes and evaluations to metrics.csv
+        metrics_match_own_table(
+            run, ("episode_return", "episode_length", "eval/greedy/success_rate")
+        )
     out = plot_runs(runs, out=tmp_path / "doorkey.png")
     image = Image.open(out)
     assert image.size[0] > 800 and out.stat().st_size > 30_000

@@ -20,7 +20,7 @@ import torch
 import zoo
 from zoo.cli import main
 from zoo.config import ConfigError
-from zoo.pretrained import Reference, import_checkpoint, parse_gin
+from zoo.pretrained import import_checkpoint
 
 RNG_SEED = 0
 
@@ -537,13 +537,6 @@ def test_cli_bad_input_exit_2_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "is not a folder" in err
     assert not out.exists()
-
-
-def test_parse_gin_values_and_errors():
-    parsed = parse_gin('a.B.x = [16,]\na.B.s = "tanh"\n# c\nimport m\nz.l = @m.K()\nq.n = None\n')
-    assert parsed == {"a.B.x": [16], "a.B.s": "tanh", "z.l": Reference("m.K"), "q.n": None}
-    with pytest.raises(ConfigError, match="not a gin binding"):
-        parse_gin("this is not gin\n")
 
 
 def test_ant_run_evaluates_and_takes_sweeps(tmp_path):

@@ -16,8 +16,9 @@ from torch import nn
 
 import zoo
 import zoo.record
+import zoo.video
 from attn_policies.nonlocal_cnn import NonLocalBlock
-from zoo.record import key_saliency, record, render_panel
+from zoo.record import current_info, key_saliency, record
 
 # zoo.factory builds ALE ids without registering them (zoo.record does it for itself).
 gym.register_envs(ale_py)
@@ -55,7 +56,7 @@ def test_doorkey_video_has_one_frame_per_step_and_an_attention_panel(
     assert len(frames) == 20
     height, width, _ = frames[0].shape
     # MiniGrid's square frame, then a square heat map under a 22-pixel label band.
-    assert height >= zoo.record.MIN_HEIGHT and width == height + height - 22
+    assert height >= zoo.video.MIN_HEIGHT and width == height + height - 22
     panel = frames[0][30:, height + 10 :].astype(float)
     assert panel.std() > 10  # a heat map over the view, not an empty panel
 
@@ -92,7 +93,7 @@ def test_gif_fallback_when_opencv_cannot_write_mp4(
         def release(self) -> None:
             pass
 
-    monkeypatch.setattr(zoo.record.cv2, "VideoWriter", NoCodec)
+    monkeypatch.setattr(zoo.video.cv2, "VideoWriter", NoCodec)
     out = record(doorkey, out=tmp_path / "v.mp4", n_steps=7)
     assert out == tmp_path / "v.gif" and not (tmp_path / "v.mp4").exists()
     assert Image.open(out).n_frames == 7
@@ -129,25 +130,10 @@ def test_errors(tmp_path_factory: pytest.TempPathFactory, doorkey: Path) -> None
         record(mnist)
     with pytest.raises(ValueError, match="n_steps"):
         record(doorkey, n_steps=0)
+    with pytest.raises(ValueError, match="n_steps must be a positive integer"):
+        record(doorkey, n_steps=2.5)  # not a TypeError from deep inside the rollout
     with pytest.raises(FileNotFoundError):
         record(tmp_path_factory.mktemp("not_a_run"))
-
-
-def test_panel_grid_puts_the_largest_weight_brightest() -> None:
-    saliency = np.zeros((7, 7))
-    saliency[2, 5] = 1.0
-    panel = render_panel(saliency, 70)
-    body = panel[22:].astype(int).sum(axis=-1)  # below the label band, 10 px per cell
-    assert np.unravel_index(body.argmax(), body.shape)[0] // 10 == 2
-    assert np.unravel_index(body.argmax(), body.shape)[1] // 10 == 5
-
-
-def test_panel_bars_grow_with_attention() -> None:
-    panel = render_panel(np.array([0.1, 0.5, 0.2, 0.9]), 80)
-    body = panel[22:]
-    lit = (np.abs(body.astype(int) - 32).sum(axis=-1) > 0).sum(axis=0)  # bar height per column
-    heights = lit.reshape(4, 20).max(axis=1)
-    assert np.argsort(heights).tolist() == [0, 2, 1, 3]
 
 
 def test_key_saliency_reads_non_local_rows_and_square_grids() -> None:
@@ -251,3 +237,21 @@ def test_policy_agent_hands_integer_screens_to_its_policy_as_integers() -> None:
     action, _ = agent.predict(screen)
     assert agent.policy.seen == [(torch.uint8, 200.0)] * 2
     assert action.shape == (1, 1) and action.dtype == np.float32
+
+
+def test_current_info_follows_resets_and_episode_ends() -> None:
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
+
+    from attn_envs.grid import make_egocentric_doorkey
+
+    venv = VecFrameStack(DummyVecEnv([lambda: make_egocentric_doorkey(max_steps=3)]), 1, "first")
+    venv.seed(0)
+    obs = venv.reset()
+    info = current_info(venv)  # through a VecEnvWrapper, from the base VecEnv's reset_infos
+    np.testing.assert_allclose(obs[0], info["raw_grid"] / info["raw_grid"].max(), rtol=1e-6)
+    for _ in range(3):  # the third step truncates: obs is the next episode's first view
+        obs, _, dones, infos = venv.step(np.array([0]))
+        info = current_info(venv, infos, dones)
+        np.testing.assert_allclose(obs[0], info["raw_grid"] / info["raw_grid"].max(), rtol=1e-6)
+    assert dones[0] and "terminal_observation" in infos[0] and "terminal_observation" not in info
+    venv.close()

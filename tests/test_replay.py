@@ -175,6 +175,11 @@ def test_bad_copies_raise(copies: Any) -> None:
         OversamplingReplayBuffer(10, OBS_SPACE, ACTION_SPACE, copies=copies)
 
 
+def test_numpy_integer_copies_are_accepted() -> None:
+    buf = OversamplingReplayBuffer(10, OBS_SPACE, ACTION_SPACE, copies=np.int64(3))
+    assert buf.copies == 3 and type(buf.copies) is int
+
+
 def test_numpy_integer_copies_accepted() -> None:
     assert make_buffer(copies=np.int64(3)).copies == 3  # type: ignore[arg-type]
 

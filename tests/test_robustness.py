@@ -21,8 +21,8 @@ from zoo.robustness import (
     parse_sweep,
     run_sweep,
     train_ratio,
-    write_table,
 )
+from zoo.robustness_tables import write_table
 
 
 # CMA-ES smoke runs trained once per session (xdist workers share them).
@@ -54,6 +54,15 @@ def test_parse_sweep() -> None:
         parse_sweep("occlusion=1.5")
     with pytest.raises(ConfigError, match="cannot read"):
         parse_sweep("reshuffle=a")
+    with pytest.raises(ConfigError, match="every t must be a positive integer, got 0"):
+        parse_sweep("reshuffle=25,0")
+
+
+@pytest.mark.parametrize("n_episodes", [0, True, 2.5])
+def test_episodes_per_cell_must_be_a_positive_integer(n_episodes: object) -> None:
+    # checked before any run folder is read (2.5 used to be cut to 2 episodes silently)
+    with pytest.raises(ConfigError, match="episodes per cell must be a positive integer"):
+        run_sweep("no/such/run", "shuffle", n_episodes=n_episodes)
 
 
 def test_channels_table_of_a_permutation_invariant_agent(pi_run: zoo.Run) -> None:
@@ -182,7 +191,8 @@ def test_robustness_sweep_writes_into_the_run_folder(pi_run: zoo.Run) -> None:
         (saved,) = list(csv.DictReader(fh))
     assert float(saved["mean_reward"]) == pytest.approx(rows[0]["mean_reward"])
     assert saved["n_episodes"] == "2"
-    with pytest.raises(ConfigError, match=">= 1"):
+    # zoo.config.require_int's wording of the old ">= 1"
+    with pytest.raises(ConfigError, match="must be a positive integer, got 0"):
         run_sweep([pi_run], "shuffle", n_episodes=0)
 
 

@@ -14,7 +14,7 @@ from PIL import Image
 
 import zoo
 import zoo.run_maps
-from attn_policies.maps import doorkey_nodes
+from attn_policies.attention_plots import doorkey_nodes
 from zoo.run_maps import run_maps
 
 # zoo.factory builds ALE ids without registering them (zoo.record does it for itself).
@@ -50,8 +50,10 @@ def test_doorkey_figure_shows_agent_key_and_door(
     assert paths == [tmp_path / "attention_doorkey.png"]
     width, height = assert_png(paths[0])
     assert width > 500 and height > 500  # 3 nodes x 3 heads
-    obs = calls[0]["args"][1]
-    assert set(doorkey_nodes(obs)) == {"agent", "key", "door"}
+    obs, grid = calls[0]["args"][1:3]
+    assert set(doorkey_nodes(grid)) == {"agent", "key", "door"}
+    # the raw grid of the very observation drawn (the env scales its view by the max)
+    np.testing.assert_allclose(obs, grid / grid.max(), rtol=1e-6)
     # Default folder: the run's own; "last" loads the final model.
     assert run_maps(run, which="last") == [run / "attention_doorkey.png"]
 

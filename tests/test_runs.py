@@ -412,3 +412,9 @@ def test_an_evaluation_cut_by_ctrl_c_runs_again_on_resume(
     zoo.resume(path)
     steps = [h["step"] for h in json.loads((path / "evaluations.json").read_text())]
     assert steps == [50, 100]
+
+
+@pytest.mark.parametrize("bad", [0, True, 2.5, "3"])
+def test_evaluate_checks_the_episode_count_first(tmp_path: Path, bad: Any) -> None:
+    with pytest.raises(ConfigError, match="number of test episodes must be a positive integer"):
+        zoo.evaluate(tmp_path / "no-run", n_episodes=bad)

@@ -61,6 +61,8 @@ def test_config_defaults_are_the_books() -> None:
         ("test_size", 0),
         ("test_size", "500"),
         ("seed", -1),
+        ("iterations", True),
+        ("batch_size", 2.5),
         ("learning_rate", 0.0),
         ("learning_rate", -1e-3),
         ("learning_rate", math.nan),

@@ -76,7 +76,7 @@ def test_reset_clears_the_streak() -> None:
     assert [env.step(0)[3] for _ in range(3)] == [False, False, True]
 
 
-@pytest.mark.parametrize("patience", [0, -2, 1.5, True])
+@pytest.mark.parametrize("patience", [0, -2, 1.5, True, "3", None])
 def test_rejects_bad_patience(patience: Any) -> None:
     with pytest.raises(ValueError, match="patience must be a positive int"):
         NegativeRewardTruncation(ScriptedRewards(), patience=patience)

@@ -32,6 +32,7 @@ _LAZY = {
     "resume": "zoo.runs",
     "train": "zoo.runs",
     "train_all": "zoo.runs",
+    "run_grid": "zoo.ray_grid",
     "robustness_sweep": "zoo.robustness",
     "import_checkpoint": "zoo.pretrained",
 }
@@ -41,7 +42,7 @@ __all__ = ["__version__", *sorted(_LAZY)]
 
 _SUBMODULES = {
     "analysis", "cli", "config", "evaluation", "factory", "maps", "plots", "progress",
-    "record", "registry", "robustness", "runs", "trainers",
+    "ray_grid", "record", "registry", "robustness", "runs", "trainers",
 }  # fmt: skip
 
 

@@ -4,7 +4,7 @@ The article fits a linear regression from the 16-dim ``m_t`` of its CartPole age
 each of the 5 observations, in their original order, while the agent sees them shuffled,
 and reports the R² per input (x .354, x_dot .620, cos .626, sin .233, theta_dot .550).
 :func:`input_regression` repeats that for any trained zoo agent whose policy contains an
-:class:`~attn_policies.neuron.AttentionNeuron` and whose env has vector observations.
+:class:`~attn_policies.attention_neuron.AttentionNeuron` and whose env has vector observations.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attn_policies.neuron import AttentionNeuron
+from attn_policies.attention_neuron import AttentionNeuron
 from zoo.runs import Run, load
 from zoo.trainers import get_trainer
 

@@ -96,6 +96,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     _interrupt_on_signals()
     try:
         if args.resume:
+            if args.ray is not None:
+                raise ConfigError("--ray resumes a grid by running its train command again")
             _resolve_existing(Path(args.resume))
             runs = [zoo.resume(args.resume, progress_bar=bar)]
         else:
@@ -113,6 +115,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 progress_bar=bar,
                 command=command,
             )
+            if args.ray is not None:  # every cell a Ray task (zoo.ray_grid)
+                if args.run_dir:
+                    raise ConfigError("--ray runs the whole grid; it takes no --run-dir")
+                from zoo.ray_grid import train_command
+
+                kwargs.pop("progress_bar")
+                every = None if args.no_progress else args.progress_every
+                return train_command(
+                    args.name, ray_address=args.ray or None, max_retries=args.max_retries,
+                    progress_every=every, **kwargs,
+                )  # fmt: skip
             if args.run_dir:
                 runs = [zoo.train(args.name, run_dir=args.run_dir, **kwargs)]
             else:
@@ -327,6 +340,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run folder")
     p.add_argument("--root", default="runs", help="where run folders go")
     p.add_argument("--run-dir", help="use this folder for the run (one matrix cell only)")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run every cell as a Ray task: no ADDRESS uses the config's ray_address or "
+        "starts a local Ray; 'auto' joins the running cluster (see zoo.ray_grid)",
+    )
+    p.add_argument(
+        "--max-retries", type=int, default=2, help="resubmissions of a failed cell (--ray)"
+    )
     p.add_argument("--no-progress", action="store_true", help="no bar and no progress lines")
     p.add_argument(
         "--progress-every",

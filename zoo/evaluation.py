@@ -83,17 +83,51 @@ def evaluate_policy(
                 solved.append(not infos[i].get("TimeLimit.truncated", False))
             elif success == "is_success":
                 solved.append(bool(infos[i].get("is_success", False)))
+    return {"mode": mode, **episode_stats(rewards, lengths, solved if success else None)}
+
+
+def episode_stats(
+    rewards: list[float], lengths: list[int], solved: list[bool] | None = None
+) -> dict[str, Any]:
+    """Mean and spread of test episodes, with the per-episode lists (as in ``eval.json``).
+
+    Example:
+        >>> stats = episode_stats([1.0, 3.0], [10, 20])
+        >>> stats["mean_reward"], stats["std_length"], stats["success_rate"]
+        (2.0, 5.0, None)
+    """
     return {
-        "mode": mode,
         "n_episodes": len(rewards),
         "mean_reward": float(np.mean(rewards)),
         "std_reward": float(np.std(rewards)),
         "mean_length": float(np.mean(lengths)),
         "std_length": float(np.std(lengths)),
-        "success_rate": float(np.mean(solved)) if success else None,
-        "rewards": rewards,
-        "lengths": lengths,
+        "success_rate": float(np.mean(solved)) if solved is not None else None,
+        "rewards": list(rewards),
+        "lengths": list(lengths),
     }
+
+
+def eval_json(
+    run: Any, path: Path, file: Path, seed: int, n: int, results: dict[str, Any], **fields: Any
+) -> dict[str, Any]:
+    """The head of a run's ``eval.json``: the run, the model file tested, ``fields`` (step
+    counts), the test seed and size and each mode's :func:`summary`."""
+    return {
+        "experiment": run.experiment,
+        "tag": run.tag,
+        "budget": run.budget,
+        "model": file.relative_to(path).as_posix(),
+        **fields,
+        "test_seed": seed,
+        "n_episodes": n,
+        "policies": summary(results),
+    }
+
+
+def episode_lists(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[Any]]]:
+    """Each mode's per-episode ``rewards`` and ``lengths`` (the tail of ``eval.json``)."""
+    return {k: {"rewards": r["rewards"], "lengths": r["lengths"]} for k, r in results.items()}
 
 
 def final_steps_return(

@@ -1,45 +1,36 @@
 """Learning curves of run folders: mean and min-max band over seeds, one PNG and its CSV.
 
-:func:`plot_runs` reads what training leaves in each run folder (see :mod:`zoo.runs`):
-
-- ``monitor/train_<i>.monitor.csv``: episode return and length against env steps (or wall
-  time), smoothed with a rolling mean over :data:`SMOOTH_EPISODES` episodes;
-- ``logs/part<k>/progress.csv``: SB3's ``train/loss`` (``train/value_loss`` for A2C, which
-  logs no total loss) against ``time/total_timesteps``, parts concatenated in order (each
-  resume starts a new part);
-- ``evaluations.json``: the periodic evaluations' ``success_rate`` and ``mean_reward`` of
-  every policy mode;
-- ``history.csv`` of classifier runs: loss, test and train accuracy against iterations;
-- ``progress.csv`` of CMA-ES runs: best, mean and worst fitness of each generation and the
-  periodic test returns of the favourite solution.
+:func:`plot_runs` reads each run folder's metrics table (:func:`zoo.metrics.read_metrics`:
+``metrics.csv``, or the files of a folder trained before it) and draws the metrics named in
+:data:`PLOTTED`, each in its panel: training episodes' return and length (smoothed with a
+rolling mean over :data:`SMOOTH_EPISODES` episodes), the training loss, periodic evaluations'
+success rate and mean return, CMA-ES fitness, classifier loss and accuracy.
 
 Runs are grouped by experiment and matrix cell (``config.yml`` header), so the seeds of one
 cell share a curve: their curves are interpolated onto a common grid over the steps all of
 them reached and drawn as the mean with a min-max band; a group of one run is drawn as is.
-
-Step of an episode end (an approximation): Monitor files record only each episode's length
-and end time, so the episodes of all ``train_<i>`` files are merged in order of their end
-time and the step of an episode end is the running sum of the lengths so far. With ``n``
-parallel envs this misses the unfinished episodes of the other envs, so the axis runs behind
-the true step count by less than ``n - 1`` episode lengths; it is exact for one env.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import numpy as np
 import yaml
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+
+from attn_policies.canvas import new_figure
+from zoo.metrics import read_metrics, read_monitor, read_progress, series
+
+__all__ = ["find_run_dirs", "load_run", "plot_runs", "read_monitor", "read_progress"]
 
 SMOOTH_EPISODES = 20
 """Width of the rolling mean over episodes of the return and length curves."""
@@ -60,6 +51,25 @@ PANELS: dict[str, tuple[str, str, str]] = {
     "classifier_loss": ("classifier loss", "NLL loss", "log"),
     "accuracy": ("classifier accuracy", "accuracy", "linear"),
 }
+# metric pattern -> (panel, x label of metrics whose step is not env steps: they are drawn
+# against it on both axes); the first match wins, metrics matching none are not drawn.
+PLOTTED: tuple[tuple[str, str, str | None], ...] = (
+    ("episode_return", "return", None),
+    ("episode_length", "length", None),
+    ("classifier/loss", "classifier_loss", "iteration"),
+    ("classifier/*accuracy", "accuracy", "iteration"),
+    ("bc/loss", "loss", "epoch"),
+    ("bc/test_mean_reward", "reward", "epoch"),
+    ("train/loss", "loss", None),
+    ("train/value_loss", "loss", None),
+    ("eval/*/success_rate", "success", None),
+    ("eval/*/mean_reward", "reward", None),
+    ("fitness/*", "fitness", None),
+)
+SMOOTHED = ("episode_return", "episode_length")
+"""Metrics drawn as a rolling mean over :data:`SMOOTH_EPISODES` values."""
+STANDS_IN = {"train/value_loss": "train/loss"}
+"""Metric -> the metric it is drawn for only when a run lacks it (A2C logs no total loss)."""
 _STYLES = ("-", "--", ":", "-.")
 
 
@@ -134,89 +144,6 @@ def rolling_mean(y: np.ndarray, window: int) -> np.ndarray:
     return (c[i] - c[lo]) / (i - lo)
 
 
-def _read_table(path: Path, skip: int = 0) -> dict[str, np.ndarray]:
-    """A CSV file as float columns; empty cells (SB3 logs sparse rows) become NaN."""
-    with path.open(newline="") as fh:
-        for _ in range(skip):
-            fh.readline()
-        rows = list(csv.reader(fh))
-    if not rows:
-        return {}
-    header, body = rows[0], [r for r in rows[1:] if r]
-
-    def number(cell: str) -> float:
-        try:
-            return float(cell)
-        except ValueError:
-            return math.nan
-
-    table = np.array([[number(c) for c in r] for r in body], dtype=np.float64)
-    table = table.reshape(len(body), len(header))
-    return {name: table[:, j] for j, name in enumerate(header)}
-
-
-def read_monitor(run_dir: Path) -> dict[str, np.ndarray]:
-    """Episodes of all ``monitor/train_*.monitor.csv`` files, merged by end time.
-
-    Returns:
-        ``r`` (return), ``l`` (length), ``step`` (running sum of ``l``: the approximate env
-        step of the episode end, see the module docstring) and ``time`` (seconds since the
-        earliest file's ``t_start``), in order of end time; empty arrays without episodes.
-    """
-    returns, lengths, ends, starts = [], [], [], []
-    for file in sorted((run_dir / "monitor").glob("train_*.monitor.csv")):
-        with file.open() as fh:
-            first = fh.readline()
-        t_start = float(json.loads(first.lstrip("#")).get("t_start", 0.0)) if first else 0.0
-        table = _read_table(file, skip=1)
-        starts.append(t_start)
-        if table and len(table.get("r", ())):
-            returns.append(table["r"])
-            lengths.append(table["l"])
-            ends.append(t_start + table["t"])
-    if not returns:
-        empty = np.zeros(0)
-        return {"r": empty, "l": empty, "step": empty, "time": empty}
-    end = np.concatenate(ends)
-    order = np.argsort(end, kind="stable")
-    length = np.concatenate(lengths)[order]
-    return {
-        "r": np.concatenate(returns)[order],
-        "l": length,
-        "step": np.cumsum(length),
-        "time": end[order] - min(starts),
-    }
-
-
-def read_progress(run_dir: Path) -> dict[str, np.ndarray]:
-    """``logs/part*/progress.csv`` concatenated in part order (a resume starts a new part).
-
-    ``time/time_elapsed`` restarts with each part; it is offset by the previous parts' last
-    value so it counts training time across the whole run.
-    """
-    parts = sorted(
-        (run_dir / "logs").glob("part*/progress.csv"),
-        key=lambda p: int(re.sub(r"\D", "", p.parent.name) or 0),
-    )
-    tables = [t for t in (_read_table(p) for p in parts) if t]
-    if not tables:
-        return {}
-    names = list(dict.fromkeys(n for t in tables for n in t))
-    out: dict[str, list[np.ndarray]] = {n: [] for n in names}
-    offset = 0.0
-    for t in tables:
-        n_rows = len(next(iter(t.values())))
-        for name in names:
-            column = t.get(name, np.full(n_rows, np.nan))
-            if name == "time/time_elapsed":
-                column = column + offset
-            out[name].append(column)
-        elapsed = t.get("time/time_elapsed")
-        if elapsed is not None and np.isfinite(elapsed).any():
-            offset += float(np.nanmax(elapsed))
-    return {n: np.concatenate(cols) for n, cols in out.items()}
-
-
 def _valid(x: np.ndarray, y: np.ndarray) -> Curve:
     keep = np.isfinite(x) & np.isfinite(y)
     x, y = x[keep], y[keep]
@@ -225,90 +152,24 @@ def _valid(x: np.ndarray, y: np.ndarray) -> Curve:
 
 
 def load_run(path: Path, x: str = "steps") -> RunData:
-    """Every curve of one run folder (see the module docstring), ``x`` steps or time."""
-    name, budget, algo = run_identity(path)
+    """The drawn curves (:data:`PLOTTED`) of one run folder's :func:`read_metrics` table,
+    against ``x``: ``"steps"`` or ``"time"`` (its wall time)."""
+    name, budget, _ = run_identity(path)
     data = RunData(path, name, budget)
-    if algo == "classifier" or (path / "history.csv").is_file():
-        table = _read_table(path / "history.csv") if (path / "history.csv").is_file() else {}
-        it = table.get("iteration", np.zeros(0))
-        for metric in ("loss", "test_accuracy", "train_accuracy"):
-            if metric in table:
-                data.curves[f"classifier/{metric}"] = _valid(it, table[metric])
-                data.xlabels[f"classifier/{metric}"] = "iteration"
-        return data
-    xlabel = "env steps" if x == "steps" else "wall time [s]"
-    if algo == "cmaes":
-        return _load_cmaes_run(data, x, xlabel)
-    if algo == "dagger":
-        return _load_dagger_run(data, x, xlabel)
-    episodes = read_monitor(path)
-    if episodes["r"].size:
-        ex = episodes["step"] if x == "steps" else episodes["time"]
-        data.curves["episode_return"] = (ex, rolling_mean(episodes["r"], SMOOTH_EPISODES))
-        data.curves["episode_length"] = (ex, rolling_mean(episodes["l"], SMOOTH_EPISODES))
-    progress = read_progress(path)
-    px = progress.get("time/total_timesteps" if x == "steps" else "time/time_elapsed")
-    if px is not None:
-        for column in ("train/loss", "train/value_loss"):
-            if column in progress and np.isfinite(progress[column]).any():
-                data.curves[column] = _valid(px, progress[column])
-                break
-    history_file = path / "evaluations.json"
-    history = json.loads(history_file.read_text()) if history_file.is_file() else []
-    steps = np.array([float(h["step"]) for h in history])
-    if history and x == "time":
-        # Evaluations record steps only: map them to time through the episodes' (step, time).
-        if episodes["step"].size < 2:
-            history = []
-        else:
-            steps = np.interp(steps, episodes["step"], episodes["time"])
-    policies = [k for k, v in (history[0].items() if history else ()) if isinstance(v, dict)]
-    for policy in policies:
-        for metric in ("success_rate", "mean_reward"):
-            values = np.array(
-                [(h.get(policy) or {}).get(metric) for h in history], dtype=np.float64
-            )
-            if np.isfinite(values).any():
-                data.curves[f"eval/{policy}/{metric}"] = _valid(steps, values)
-    for metric in data.curves:
-        data.xlabels.setdefault(metric, xlabel)
-    return data
-
-
-def _load_cmaes_run(data: RunData, x: str, xlabel: str) -> RunData:
-    """CMA-ES runs: population fitness per generation and the periodic test returns."""
-    table = (
-        _read_table(data.path / "progress.csv") if (data.path / "progress.csv").is_file() else {}
-    )
-    if table.get("generation", np.zeros(0)).size:
-        # Time axis: the generations' own ask/tell + evaluation seconds, summed.
-        gx = (
-            table["env_steps"]
-            if x == "steps"
-            else np.cumsum(table["time_ask_tell"] + table["time_evaluate"])
-        )
-        for stat in ("best", "mean", "worst"):
-            data.curves[f"fitness/{stat}"] = _valid(gx, table[f"fitness_{stat}"])
-        tested = np.isfinite(table["test_mean"])
-        if tested.any():
-            data.curves["eval/test/mean_reward"] = _valid(gx[tested], table["test_mean"][tested])
-    for metric in data.curves:
-        data.xlabels[metric] = xlabel
-    return data
-
-
-def _load_dagger_run(data: RunData, x: str, xlabel: str) -> RunData:
-    """DAgger runs: imitation loss per round and the periodic test returns."""
-    file = data.path / "progress.csv"
-    table = _read_table(file) if file.is_file() else {}
-    if table.get("round", np.zeros(0)).size:
-        rx = table["env_steps"] if x == "steps" else np.cumsum(table["seconds"])
-        data.curves["train/loss"] = _valid(rx, table["loss"])
-        tested = np.isfinite(table["test_mean"])
-        if tested.any():
-            data.curves["eval/test/mean_reward"] = _valid(rx[tested], table["test_mean"][tested])
-    for metric in data.curves:
-        data.xlabels[metric] = xlabel
+    table = read_metrics(path)
+    present = set(table["metric"].tolist())
+    for metric in dict.fromkeys(table["metric"].tolist()):
+        rule = _rule(metric)
+        if rule is None or STANDS_IN.get(metric) in present:
+            continue
+        fixed = rule[1]
+        xs, ys = series(table, metric, "step" if fixed or x == "steps" else "wall_time")
+        if metric in SMOOTHED:
+            ys = rolling_mean(ys, SMOOTH_EPISODES)
+        curve = _valid(xs, ys)
+        if curve[0].size:
+            data.curves[metric] = curve
+            data.xlabels[metric] = fixed or ("env steps" if x == "steps" else "wall time [s]")
     return data
 
 
@@ -355,23 +216,19 @@ def aggregate_curves(
     return grid, np.nanmean(ys, axis=0), np.nanmin(ys, axis=0), np.nanmax(ys, axis=0), n
 
 
-def panel_of(metric: str) -> str:
-    """The panel key (:data:`PANELS`) a metric is drawn in."""
-    if metric == "episode_return":
-        return "return"
-    if metric == "episode_length":
-        return "length"
-    if metric == "classifier/loss":
-        return "classifier_loss"
-    if metric.endswith("loss"):
-        return "loss"
-    if metric.endswith("success_rate"):
-        return "success"
-    if metric.endswith("mean_reward"):
-        return "reward"
-    if metric.startswith("fitness/"):
-        return "fitness"
-    return "accuracy"
+def _rule(metric: str) -> tuple[str, str | None] | None:
+    return next(((p, fixed) for pat, p, fixed in PLOTTED if fnmatchcase(metric, pat)), None)
+
+
+def panel_of(metric: str) -> str | None:
+    """The panel key (:data:`PANELS`) a metric is drawn in, None for one not drawn.
+
+    Example:
+        >>> panel_of("eval/greedy/success_rate"), panel_of("time/fps")
+        ('success', None)
+    """
+    rule = _rule(metric)
+    return rule[0] if rule else None
 
 
 def _group_labels(runs: Sequence[RunData]) -> list[str]:
@@ -396,17 +253,18 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path | None = None, x: str 
     """Learning curves of run folders, grouped by experiment and matrix cell, as a PNG.
 
     Each group (the seeds of one cell) is drawn as its mean with a min-max band, a single
-    run as a line; panels: episode return and length (training episodes), training loss
-    (log scale), evaluation success rate and mean return, and for classifier runs loss and
-    accuracy against iterations. The plotted numbers go to a CSV next to the PNG (same
-    stem; columns :data:`CSV_COLUMNS`; ``n`` is the runs behind a point).
+    run as a line; panels as :data:`PLOTTED` assigns the metrics: episode return and length
+    (training episodes), training loss (log scale), evaluation success rate and mean return,
+    CMA-ES fitness, and for classifier runs loss and accuracy against iterations. The
+    plotted numbers go to a CSV next to the PNG (same stem; columns :data:`CSV_COLUMNS`;
+    ``n`` is the runs behind a point).
 
     Args:
         runs: run folders, or folders searched recursively for run folders.
         out: the PNG path; default ``curves.png`` in the first folder given.
-        x: ``"steps"`` (env steps) or ``"time"`` (wall-clock seconds since the run's start;
-            the loss uses SB3's training time summed over resumed parts). Classifier runs
-            always use iterations.
+        x: ``"steps"`` (the metrics' step: env steps) or ``"time"`` (their ``wall_time``:
+            seconds since the run's start, summed over resumed parts). Metrics counted in
+            iterations or epochs (classifier, BC) always use their step.
 
     Returns:
         The PNG path.
@@ -468,8 +326,7 @@ def _figure(
     panels = [p for p in PANELS if p in drawn]
     n_cols = 1 if len(panels) <= 1 else (2 if len(panels) in (2, 4) else 3)
     n_rows = max(1, math.ceil(len(panels) / n_cols))
-    fig = Figure(figsize=(4.6 * n_cols, 3.4 * n_rows + 0.9), layout="constrained")
-    FigureCanvasAgg(fig)  # off-screen Agg canvas: no pyplot state, no display
+    fig = new_figure(4.6 * n_cols, 3.4 * n_rows + 0.9)
     spread = "mean and min-max over seeds" if any(len(g) > 1 for g in groups.values()) else ""
     fig.suptitle("learning curves" + (f" ({spread})" if spread else ""))
     if not panels:

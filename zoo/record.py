@@ -4,13 +4,14 @@
 training env (gym wrappers, frame stacking, the run's saved ``VecNormalize`` statistics) and
 writes an MP4 (OpenCV's ``mp4v``; an animated GIF where that codec is missing). When the
 model has attention layers each frame gets a side panel: the attention every key token
-receives, averaged over heads and queries (:func:`~attn_policies.maps.attention_saliency`),
+receives, averaged over heads and queries (:func:`~attn_policies.saliency.attention_saliency`),
 drawn as a grid when the keys are one (DoorKey's 7x7 view, upright over the view; a
 non-local layer's feature map over the newest observation frame) and as a bar strip
 otherwise. Colours are scaled per frame from the smallest to the largest weight.
 
-The helpers :func:`open_env`, :func:`grab_frame` and :func:`key_saliency` are shared with
-:mod:`zoo.run_maps`.
+The helpers :func:`open_env`, :func:`grab_frame`, :func:`current_info` and
+:func:`key_saliency` are shared with :mod:`zoo.run_maps`; drawing and encoding the frames is
+:mod:`zoo.video`'s.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import cv2
 import gymnasium as gym
 import numpy as np
 import torch
@@ -29,14 +29,23 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 from torch import nn
 
 from attn_policies.attention import AttentionCapture
-from attn_policies.maps import attention_maps, attention_saliency, doorkey_frame
+from attn_policies.attention_plots import doorkey_frame
+from attn_policies.capture import attention_maps
+from attn_policies.saliency import attention_saliency
 from zoo import factory
+from zoo.config import require_int
 from zoo.runs import Run, load
+from zoo.video import (
+    TITLE_BAND,
+    VideoWriter,
+    as_rgb,
+    caption,
+    even_crop,
+    fit_frame,
+    render_panel,
+)
 
-MIN_HEIGHT = 256
-"""Frames are scaled up by an integer factor to at least this many pixel rows."""
 FPS = 15
-_TITLE_BAND = 22  # pixel rows above the attention panel for its label
 
 
 def ensure_registered(env_id: str) -> None:
@@ -107,11 +116,11 @@ class PolicyAgent(nn.Module):
     ``episode_start``); :meth:`forward` maps one batch of observations to the raw output from
     :attr:`state`, so attention figures see the policy as it acts. Integer observations
     (raw screens) reach the policy as integers, as in training, even after
-    :func:`~attn_policies.maps.attention_maps` turned them into floats.
+    :func:`~attn_policies.capture.attention_maps` turned them into floats.
 
     Example:
         >>> from gymnasium import spaces
-        >>> from attn_policies.neuron import AttentionNeuronPolicy
+        >>> from attn_policies.es_policies import AttentionNeuronPolicy
         >>> _ = torch.manual_seed(0)
         >>> agent = PolicyAgent(AttentionNeuronPolicy.cartpole(), spaces.Box(-1, 1, (1,)))
         >>> action, state = agent.predict(np.zeros((2, 5), np.float32))
@@ -198,8 +207,9 @@ def model_attention(
 
 
 def attention_model(model: Any) -> Any:
-    """What :mod:`attn_policies.maps` takes for ``model``: an SB3 model itself (its policy
-    preprocesses the observations), otherwise :func:`policy_module`."""
+    """What the figures of :mod:`attn_policies.attention_rollouts` take for ``model``: an SB3
+    model itself (its policy preprocesses the observations), otherwise
+    :func:`policy_module`."""
     return model if isinstance(model, BaseAlgorithm) else policy_module(model)
 
 
@@ -262,72 +272,6 @@ def key_saliency(model: Any, maps: dict[str, torch.Tensor], layer: str) -> np.nd
     return saliency.reshape(side, side) if side * side == saliency.size else saliency
 
 
-def _colour(values: np.ndarray) -> np.ndarray:
-    """Values in [0, 1] -> viridis RGB uint8, same shape plus a channel axis."""
-    grey = np.clip(np.rint(values * 255), 0, 255).astype(np.uint8)
-    bgr = cv2.applyColorMap(grey.reshape(-1, 1), cv2.COLORMAP_VIRIDIS).reshape(*grey.shape, 3)
-    return bgr[..., ::-1]
-
-
-def _normalise(x: np.ndarray) -> np.ndarray:
-    span = float(x.max() - x.min()) if x.size else 0.0
-    return (x - x.min()) / span if span > 0 else np.zeros_like(x, dtype=np.float64)
-
-
-def _as_rgb(image: np.ndarray) -> np.ndarray:
-    image = np.asarray(image)
-    if image.dtype != np.uint8:
-        image = np.clip(_normalise(image.astype(np.float64)) * 255, 0, 255).astype(np.uint8)
-    return np.repeat(image[..., None], 3, axis=-1) if image.ndim == 2 else image[..., :3]
-
-
-def render_panel(
-    saliency: np.ndarray | None,
-    size: int,
-    background: np.ndarray | None = None,
-    title: str = "",
-) -> np.ndarray:
-    """A ``(size + 22, size, 3)`` uint8 attention panel (see the module docstring).
-
-    ``saliency`` is ``(rows, cols)`` (a heat map, stretched over ``background`` if given)
-    or ``(K,)`` (a bar per key); None draws an empty panel.
-
-    Example:
-        >>> render_panel(np.arange(49.0).reshape(7, 7), 70).shape
-        (92, 70, 3)
-    """
-    panel = np.full((size + _TITLE_BAND, size, 3), 32, np.uint8)
-    body = panel[_TITLE_BAND:]
-    if saliency is None:
-        _text(body, "no attention recorded", (6, size // 2))
-    elif saliency.ndim == 2:
-        heat = cv2.resize(
-            _colour(_normalise(saliency)), (size, size), interpolation=cv2.INTER_NEAREST
-        )
-        if background is not None:
-            under = cv2.resize(_as_rgb(background), (size, size), interpolation=cv2.INTER_NEAREST)
-            heat = cv2.addWeighted(heat, 0.55, under, 0.45, 0)
-        body[:] = heat
-    else:
-        values = _normalise(saliency.astype(np.float64))
-        height = size - 4
-        tops = np.rint(values * (height - 1)).astype(int) + 1  # every key shows a sliver
-        mask = np.arange(height)[::-1, None] < tops[None, :]  # (height, K)
-        bars = np.where(mask[..., None], _colour(values)[None], np.uint8(32)).astype(np.uint8)
-        body[4:] = cv2.resize(bars, (size, height), interpolation=cv2.INTER_NEAREST)
-    _text(panel, title, (4, 15), scale=0.4)
-    return panel
-
-
-def _text(image: np.ndarray, text: str, org: tuple[int, int], scale: float = 0.45) -> None:
-    """White text on a black box, readable on any frame."""
-    font = cv2.FONT_HERSHEY_SIMPLEX
-    (width, height), base = cv2.getTextSize(text, font, scale, 1)
-    x, y = org
-    cv2.rectangle(image, (x - 2, y - height - 3), (x + width + 2, y + base), (0, 0, 0), -1)
-    cv2.putText(image, text, org, font, scale, (255, 255, 255), 1, cv2.LINE_AA)
-
-
 def first_observation(obs: Any) -> np.ndarray:
     """Env 0's observation of a VecEnv batch (a Dict's ``"observation"`` or first entry)."""
     if isinstance(obs, dict):
@@ -335,14 +279,27 @@ def first_observation(obs: Any) -> np.ndarray:
     return np.asarray(obs)[0]
 
 
-def _panel_background(obs: Any, saliency: np.ndarray, doorkey: bool) -> np.ndarray | None:
-    """What a grid panel is drawn over: the upright DoorKey view, or the newest frame of an
-    image observation when the grid is a feature map of it; None otherwise."""
+def current_info(venv: VecEnv, infos: Any = None, dones: Any = None) -> dict[str, Any]:
+    """Env 0's ``info`` for its current observation: the reset's after :meth:`reset` or an
+    episode end (SB3 keeps it in ``reset_infos``; the step's ``info`` then belongs to the
+    terminal observation), otherwise the step's."""
+    if infos is None or (dones is not None and dones[0]):
+        reset_infos = getattr(venv.unwrapped, "reset_infos", None) or [{}]
+        return dict(reset_infos[0])
+    return infos[0]
+
+
+def _panel_background(
+    obs: Any, info: dict[str, Any], saliency: np.ndarray, doorkey: bool
+) -> np.ndarray | None:
+    """What a grid panel is drawn over: the upright DoorKey view (from the raw grid in
+    ``info``), or the newest frame of an image observation when the grid is a feature map of
+    it; None otherwise."""
     single = first_observation(obs)
     if doorkey and single.ndim == 3 and saliency.shape == single.shape[1:]:
         try:
-            return doorkey_frame(single)
-        except ValueError:  # not a max-scaled MiniGrid view after all
+            return doorkey_frame(info)
+        except ValueError:  # no raw grid in info: not an EgocentricGridObservation env
             return None
     if single.ndim == 3 and min(single.shape[0], single.shape[-1]) <= 4:
         channels_last = single.shape[-1] <= 4
@@ -351,66 +308,20 @@ def _panel_background(obs: Any, saliency: np.ndarray, doorkey: bool) -> np.ndarr
     return None
 
 
-class _Writer:
-    """MP4 through OpenCV, or an animated GIF (PIL) when the path says so or mp4v is missing."""
-
-    def __init__(self, path: Path, fps: int, size: tuple[int, int]) -> None:
-        self.path, self.fps, self.frames = path, fps, []
-        self.video = None
-        if path.suffix.lower() != ".gif":
-            video = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, size)
-            if video.isOpened():
-                self.video = video
-            else:
-                video.release()
-                self.path = path.with_suffix(".gif")
-
-    def write(self, rgb: np.ndarray) -> None:
-        if self.video is not None:
-            self.video.write(np.ascontiguousarray(rgb[..., ::-1]))
-        else:
-            self.frames.append(rgb)
-
-    def close(self) -> Path:
-        if self.video is not None:
-            self.video.release()
-        elif self.frames:
-            from PIL import Image
-
-            images = [Image.fromarray(f) for f in self.frames]
-            images[0].save(
-                self.path,
-                save_all=True,
-                append_images=images[1:],
-                duration=round(1000 / self.fps),
-                loop=0,
-            )
-        return self.path
-
-
-def _fixed_size(frame: np.ndarray, shape: tuple[int, int] | None) -> np.ndarray:
-    """``frame`` scaled up by an integer factor to ``MIN_HEIGHT`` rows, or to ``shape``."""
-    if shape is None:
-        factor = max(1, math.ceil(MIN_HEIGHT / frame.shape[0]))
-        shape = (frame.shape[0] * factor, frame.shape[1] * factor)
-    if frame.shape[:2] != shape:
-        frame = cv2.resize(frame, (shape[1], shape[0]), interpolation=cv2.INTER_NEAREST)
-    return frame
-
-
-def _observation_image(obs: Any, doorkey: bool) -> np.ndarray:
-    """A stand-in frame for envs that render nothing: the observation itself."""
+def _observation_image(obs: Any, info: dict[str, Any], doorkey: bool) -> np.ndarray:
+    """A stand-in frame for envs that render nothing: the observation itself (DoorKey: the
+    view drawn from the raw grid in ``info``)."""
     single = first_observation(obs)
     if doorkey:
         try:
-            return doorkey_frame(single)
+            return doorkey_frame(info)
         except ValueError:
             pass
     if single.ndim == 3 and min(single.shape[0], single.shape[-1]) <= 4:
         single = single[..., -1] if single.shape[-1] <= 4 else single[-1]
     if single.ndim != 2:
         single = single.reshape(1, -1)
-    return _as_rgb(single)
+    return as_rgb(single)
 
 
 def record(
@@ -448,8 +359,7 @@ def record(
             f"{handle.path} is a classifier run (algo: classifier): there is no environment "
             "to record; `attn-zoo maps` draws its attention"
         )
-    if n_steps < 1:
-        raise ValueError(f"n_steps must be at least 1, got {n_steps}")
+    require_int(n_steps, "n_steps", minimum=1)
     model = as_agent(handle.model(which), handle.config)
     overlay = overlay and has_attention(model)
     doorkey = "DoorKey" in str(handle.config.body.get("env", ""))
@@ -457,32 +367,37 @@ def record(
     out_path.parent.mkdir(parents=True, exist_ok=True)
 
     venv = open_env(handle, which)
-    writer: _Writer | None = None
+    writer: VideoWriter | None = None
     shape: tuple[int, int] | None = None
     try:
         venv.seed(seed)
         obs = venv.reset()
+        info = current_info(venv)
         fps = int(min(FPS, (venv.metadata or {}).get("render_fps") or FPS))
         state, starts = None, np.ones(1, dtype=bool)
         episode, step_in_episode = 1, 0
         for _ in range(n_steps):
             raw = grab_frame(venv)
-            frame = _fixed_size(raw if raw is not None else _observation_image(obs, doorkey), shape)
+            if raw is None:
+                raw = _observation_image(obs, info, doorkey)
+            frame = fit_frame(raw, shape)
             shape = frame.shape[:2]
             frame = frame.copy()
-            _text(frame, f"episode {episode}  step {step_in_episode}", (6, 18))
+            caption(frame, f"episode {episode}  step {step_in_episode}", (6, 18))
             if overlay:
                 frame = np.concatenate(
-                    [frame, _attention_panel(model, obs, doorkey, shape, state, starts)], axis=1
+                    [frame, _attention_panel(model, obs, info, doorkey, shape, state, starts)],
+                    axis=1,
                 )
-            frame = _even(frame)
+            frame = even_crop(frame)
             if writer is None:
-                writer = _Writer(out_path, fps, (frame.shape[1], frame.shape[0]))
+                writer = VideoWriter(out_path, fps, (frame.shape[1], frame.shape[0]))
             writer.write(frame)
             action, state = model.predict(
                 obs, state=state, episode_start=starts, deterministic=True
             )
             obs, _, dones, infos = venv.step(action)
+            info = current_info(venv, infos, dones)
             starts = dones
             step_in_episode += 1
             # Monitor's "episode" marks a true end (Atari's life-loss resets do not count).
@@ -494,21 +409,17 @@ def record(
     return path
 
 
-def _even(frame: np.ndarray) -> np.ndarray:
-    """Crop to even width and height (what H.264-style encoders and players expect)."""
-    return frame[: frame.shape[0] // 2 * 2, : frame.shape[1] // 2 * 2]
-
-
 def _attention_panel(
     model: Any,
     obs: Any,
+    info: dict[str, Any],
     doorkey: bool,
     shape: tuple[int, int],
     state: Any = None,
     starts: Any = None,
 ) -> np.ndarray:
     """The side panel for one observation, ``shape[0]`` rows high and as wide."""
-    size = shape[0] - _TITLE_BAND
+    size = shape[0] - TITLE_BAND
     maps = model_attention(model, obs, state, starts)
     layer = pick_layer(maps)
     if layer is None:  # e.g. a layer that declined to record an oversized map
@@ -516,7 +427,7 @@ def _attention_panel(
     saliency = key_saliency(model, maps, layer)
     if doorkey and saliency.ndim == 2:
         saliency = saliency.T  # MiniGrid views are [x, y]: show them upright
-    background = _panel_background(obs, saliency, doorkey) if saliency.ndim == 2 else None
+    background = _panel_background(obs, info, saliency, doorkey) if saliency.ndim == 2 else None
     short = re.sub(r"^(policy\.)?(q_net\.)?(pi_)?(features_extractor\.|extractor\.)?", "", layer)
     short = short if len(short) <= 30 else "..." + short[-27:]
     return render_panel(saliency, size, background, title=f"{short}: attention received")

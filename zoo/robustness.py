@@ -23,6 +23,8 @@ subprocesses when the run says ``vec_env: subproc``; CMA-ES runs play all episod
 batch). A perturbation the *env* cannot take (duplicated channels of an image) is refused
 with a :class:`~zoo.config.ConfigError` before any episode is played; one the *agent* cannot
 take (an FNN given 10 inputs) is reported as ``n/a`` with the reason, not as an error.
+The CSV, Markdown and PNG tables are :mod:`zoo.robustness_tables`' (its ``markdown`` and
+``write_table`` are importable from here too).
 
 Example:
     >>> [c.label for c in parse_sweep("reshuffle=25,50").conditions]
@@ -31,7 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import inspect
 import math
@@ -44,7 +45,8 @@ import gymnasium as gym
 import numpy as np
 
 from zoo import factory
-from zoo.config import ConfigError, RunConfig, nearest
+from zoo.config import ConfigError, RunConfig, nearest, require_int
+from zoo.robustness_tables import markdown, write_table
 from zoo.runs import Run, load
 from zoo.trainers import get_trainer
 
@@ -136,8 +138,8 @@ def parse_sweep(spec: str) -> Sweep:
         return Sweep(name, [Condition("as is"), Condition("shuffled", "shuffle")])
     if name == "reshuffle":
         ts = _values(name, raw, int)
-        if any(t < 1 for t in ts):
-            raise ConfigError("sweep 'reshuffle': every t must be >= 1")
+        for t in ts:
+            require_int(t, "sweep 'reshuffle': every t", minimum=1)
         return Sweep(name, [Condition(f"reshuffle every {t}", "shuffle", t) for t in ts])
     if name == "channels":
         return Sweep(
@@ -334,8 +336,8 @@ def run_sweep(
     Raises:
         ConfigError: see :func:`check_sweep`.
     """
-    if n_episodes is not None and (isinstance(n_episodes, bool) or int(n_episodes) < 1):
-        raise ConfigError(f"episodes per cell must be >= 1, got {n_episodes!r}")
+    if n_episodes is not None:
+        require_int(n_episodes, "episodes per cell", minimum=1)
     handles = _handles(runs)
     sweep = check_sweep(handles, sweep, rescale)
     rows: list[dict[str, Any]] = []
@@ -418,103 +420,3 @@ def robustness_sweep(
     rows = run_sweep(handles, sweep, n_episodes, seed, which, rescale)
     write_table(rows, sweep.name, Path(out) if out else handles[0].path / "robustness")
     return rows
-
-
-def _cell(row: dict[str, Any]) -> str:
-    if "r2" in row:
-        return f"{row['r2']:.3f}"
-    if not row["n_episodes"]:
-        return "n/a"
-    return f"{row['mean_reward']:.1f} ± {row['std_reward']:.1f}"
-
-
-def markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """Runs as rows, conditions as columns, ``mean ± std``; notes listed below."""
-    conditions = list(dict.fromkeys(r["condition"] for r in rows))
-    experiments = list(dict.fromkeys(r["experiment"] for r in rows))
-    lines = [
-        "| agent | " + " | ".join(conditions) + " |",
-        "| --- |" + " --- |" * len(conditions),
-    ]
-    for exp in experiments:
-        cells = {r["condition"]: _cell(r) for r in rows if r["experiment"] == exp}
-        lines.append(f"| {exp} | " + " | ".join(cells.get(c, "") for c in conditions) + " |")
-    n = sorted({r["n_episodes"] for r in rows if r.get("n_episodes")})
-    notes = sorted(
-        {f"{r['experiment']}, {r['condition']}: {r['note']}" for r in rows if r.get("note")}
-    )
-    footer = [f"\nEpisodes per cell: {', '.join(map(str, n))}."] if n else []
-    return "\n".join(lines + footer + [f"- {note}" for note in notes]) + "\n"
-
-
-def plot(rows: Sequence[dict[str, Any]], title: str, path: Path) -> Path:
-    """A bar chart (mean ± std per condition and agent), or the occlusion heat map."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(8, 4.5), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    experiments = list(dict.fromkeys(r["experiment"] for r in rows))
-    conditions = list(dict.fromkeys(r["condition"] for r in rows))
-    value = "r2" if rows and "r2" in rows[0] else "mean_reward"
-    heat = (
-        len(experiments) > 1
-        and all(r.get("value") is not None for r in rows)
-        and (title == "occlusion")
-    )
-    if heat:
-        trains = sorted({r["train_ratio"] for r in rows})
-        tests = sorted({r["value"] for r in rows})
-        # runs sharing a train ratio (seeds) are averaged; n/a cells stay NaN
-        total = np.zeros((len(trains), len(tests)))
-        count = np.zeros_like(total)
-        for r in rows:
-            if r.get("n_episodes"):
-                i, j = trains.index(r["train_ratio"]), tests.index(r["value"])
-                total[i, j] += r["mean_reward"]
-                count[i, j] += 1
-        grid = np.divide(total, count, out=np.full_like(total, np.nan), where=count > 0)
-        image = ax.imshow(grid, cmap="viridis", aspect="auto")
-        for (i, j), v in np.ndenumerate(grid):
-            light = not np.isnan(v) and image.norm(v) > 0.6  # viridis' yellow end
-            ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.3g}", ha="center", va="center",
-                    color="k" if light else "w")  # fmt: skip
-        ax.set_xticks(range(len(tests)), [f"{t:g}" for t in tests])
-        ax.set_yticks(range(len(trains)), [f"{t:g}" for t in trains])
-        ax.set_xlabel("test occlusion ratio")
-        ax.set_ylabel("train occlusion ratio")
-        fig.colorbar(image, ax=ax, label="mean return")
-    else:
-        width = 0.8 / max(len(experiments), 1)
-        for k, exp in enumerate(experiments):
-            by = {r["condition"]: r for r in rows if r["experiment"] == exp}
-            means = [by.get(c, {}).get(value, math.nan) for c in conditions]
-            errs = [by.get(c, {}).get("std_reward", 0.0) for c in conditions]
-            x = np.arange(len(conditions)) + k * width
-            ax.bar(x, means, width, yerr=None if value == "r2" else errs, label=exp, capsize=2)
-        ax.set_xticks(np.arange(len(conditions)) + 0.4 - width / 2, conditions, rotation=20,
-                      ha="right", fontsize=8)  # fmt: skip
-        ax.set_ylabel("R²" if value == "r2" else "mean return (± std)")
-        ax.legend(fontsize=8)
-    ax.set_title(f"robustness: {title}")
-    fig.savefig(path, dpi=110)
-    return path
-
-
-def write_table(rows: Sequence[dict[str, Any]], name: str, out: str | Path) -> list[Path]:
-    """Write ``<out>/<name>.csv`` (every row), ``.md`` (agents x conditions, mean ± std, n)
-    and ``.png`` (bar chart, or the heat map for an ``occlusion`` sweep of several runs).
-
-    Returns:
-        The three paths, in that order.
-    """
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    with (out / f"{name}.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    (out / f"{name}.md").write_text(markdown(rows))
-    return [out / f"{name}.csv", out / f"{name}.md", plot(rows, name, out / f"{name}.png")]

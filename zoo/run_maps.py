@@ -2,19 +2,20 @@
 
 - DoorKey (``env`` contains ``DoorKey``): book fig. 10.24, the attention of the agent, key
   and door nodes per head over the egocentric view
-  (:func:`~attn_policies.maps.doorkey_attention_figure`), on an observation where all three
-  are in view: the model acts from seeded resets until one shows up.
+  (:func:`~attn_policies.attention_rollouts.doorkey_attention_figure`), on an observation
+  where all three are in view (read from the raw grid in the env's ``info``): the model acts
+  from seeded resets until one shows up.
 - Distractor feature envs (``Distractor`` in ``env``): thesis fig. 4.4.2, feature-by-feature
-  maps over a short rollout (:func:`~attn_policies.maps.feature_attention_figure`).
+  maps over a short rollout
+  (:func:`~attn_policies.attention_rollouts.feature_attention_figure`).
 - Image envs: per attention layer whose keys are a feature map, the attention each position
   receives over the rendered frame (book fig. 10.25,
-  :func:`~attn_policies.maps.saliency_figure`); for patch-token observations
+  :func:`~attn_policies.attention_rollouts.saliency_figure`); for patch-token observations
   (``PatchObservation`` without overlap) the most attended patches boxed on the screen the
-  model saw (:func:`~attn_policies.maps.top_patches_figure`).
+  model saw (:func:`~attn_policies.attention_rollouts.top_patches_figure`).
 - Classifier runs with attention (``relational_mnist``): transformed test digits with the
   attention each node receives, and per digit the attention of a few query nodes
-  (:func:`~attn_policies.maps.plot_grid_attention`).
-"""
+  (:func:`~attn_policies.attention_plots.plot_grid_attention`)."""
 
 from __future__ import annotations
 
@@ -27,26 +28,25 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium.wrappers import TransformObservation
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from stable_baselines3.common.vec_env import VecEnv
 
-from attn_policies.maps import (
-    attention_maps,
-    attention_saliency,
+from attn_policies.attention_plots import doorkey_nodes, plot_feature_attention, plot_grid_attention
+from attn_policies.attention_rollouts import (
     doorkey_attention_figure,
-    doorkey_nodes,
     feature_attention_figure,
-    plot_feature_attention,
-    plot_grid_attention,
     saliency_figure,
     top_patches_figure,
 )
+from attn_policies.canvas import new_figure, save_figure
+from attn_policies.capture import attention_maps
+from attn_policies.saliency import attention_saliency
 from zoo import factory
 from zoo.plots import run_identity
 from zoo.record import (
     as_agent,
     attention_model,
+    current_info,
     first_observation,
     grab_frame,
     has_attention,
@@ -116,8 +116,7 @@ def run_maps(
 
 def _save(fig: Figure, path: Path, title: str) -> Path:
     fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")  # long tick labels stay in view
-    return path
+    return save_figure(fig, path, DPI, bbox_inches="tight")  # long tick labels stay in view
 
 
 def _name(handle: Run) -> str:
@@ -130,30 +129,33 @@ def _slug(layer: str) -> str:
 
 
 def _doorkey_map(handle: Run, model: Any, out: Path, which: str, seed: int) -> Path:
-    """Book fig. 10.24 on the first observation that shows agent, key and door."""
+    """Book fig. 10.24 on the first observation that shows agent, key and door (found in the
+    raw grid ``EgocentricGridObservation`` reports in ``info``)."""
     venv = open_env(handle, which, render=False)
-    best, best_nodes, where = None, {}, ""
+    best, best_grid, best_nodes, where = None, None, {}, ""
     try:
         for attempt in range(DOORKEY_ATTEMPTS):
             venv.seed(seed + attempt)
             obs = venv.reset()
+            info = current_info(venv)
             state, starts = None, np.ones(1, dtype=bool)
             for step in range(DOORKEY_STEPS):
-                nodes = doorkey_nodes(obs[0])
+                nodes = doorkey_nodes(info)
                 if len(nodes) > len(best_nodes):
-                    best, best_nodes = obs[0].copy(), nodes
+                    best, best_grid, best_nodes = obs[0].copy(), info["raw_grid"], nodes
                     where = f"reset seed {seed + attempt}, step {step}"
                 if len(best_nodes) == 3:
                     break
                 action, state = model.predict(
                     obs, state=state, episode_start=starts, deterministic=True
                 )
-                obs, _, starts, _ = venv.step(action)
+                obs, _, starts, infos = venv.step(action)
+                info = current_info(venv, infos, starts)
             if len(best_nodes) == 3:
                 break
     finally:
         venv.close()
-    fig = doorkey_attention_figure(attention_model(model), best)
+    fig = doorkey_attention_figure(attention_model(model), best, best_grid)
     missing = sorted({"agent", "key", "door"} - set(best_nodes))
     note = f"; not in view: {', '.join(missing)}" if missing else ""
     return _save(
@@ -341,8 +343,7 @@ def _classifier_maps(handle: Run, model: Any, out: Path, seed: int) -> list[Path
     off = ((images.shape[1] - grid[0]) / 2, (images.shape[2] - grid[1]) / 2)
     received = attention_saliency(weights).numpy().reshape(-1, *grid)
 
-    fig = Figure(figsize=(2.0 * len(images), 4.4), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(2.0 * len(images), 4.4)
     axes = fig.subplots(2, len(images), squeeze=False)
     extent = (off[1] - 0.5, off[1] + grid[1] - 0.5, off[0] + grid[0] - 0.5, off[0] - 0.5)
     for k, image in enumerate(images):

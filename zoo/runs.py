@@ -9,6 +9,7 @@
 - ``run.lock``: locked by the process training the run (a second ``resume`` is refused);
 - ``checkpoints/``: the last checkpoint (model, replay buffer, normalisation statistics),
   written atomically;
+- ``metrics.csv``: every metric the trainer logs, one long table (:mod:`zoo.metrics`);
 - ``monitor/``: Monitor CSVs; ``logs/part<k>/``: SB3 ``progress.csv`` and TensorBoard events
   (one part per start or resume);
 - ``evaluations.json`` and ``best_model.zip``: periodic evaluations and the best model;
@@ -34,7 +35,7 @@ from typing import Any
 import torch
 
 from attn_policies.atomic import atomic_write
-from zoo.config import ConfigError, RunConfig, load_runs
+from zoo.config import ConfigError, RunConfig, load_runs, require_int
 from zoo.trainers import get_trainer
 
 
@@ -349,8 +350,8 @@ def evaluate(
         seed: test seed (default ``eval.test_seed``, which reproduces ``eval.json``).
         write: also write the result to ``eval.json``.
     """
-    if n_episodes is not None and (isinstance(n_episodes, bool) or int(n_episodes) < 1):
-        raise ConfigError(f"the number of test episodes must be positive, got {n_episodes}")
+    if n_episodes is not None:
+        n_episodes = require_int(n_episodes, "the number of test episodes", minimum=1)
     handle = run if isinstance(run, Run) else load(run)
     result = get_trainer(handle.config.algo).evaluate(
         handle.path, handle.config, n_episodes=n_episodes, which=which, seed=seed

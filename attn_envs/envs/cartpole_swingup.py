@@ -39,6 +39,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from numpy.typing import ArrayLike, NDArray
 
+from attn_envs._spaces import require_int
+
 __all__ = [
     "DT",
     "FORCE_MAG",
@@ -171,12 +173,6 @@ def _single_action_space() -> spaces.Box:
     return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
 
 
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
-
-
 def _state_option(options: dict[str, Any] | None, shape: tuple[int, ...]) -> FloatArray | None:
     if not options or options.get("state") is None:
         return None
@@ -266,7 +262,7 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
                 f"got {render_mode!r}"
             )
         self.harder = bool(harder)
-        self.max_episode_steps = _positive_int(max_episode_steps, "max_episode_steps")
+        self.max_episode_steps = require_int(max_episode_steps, "max_episode_steps")
         self.render_mode = render_mode
         self.observation_space = _single_observation_space()
         self.action_space = _single_action_space()
@@ -358,9 +354,9 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         max_episode_steps: int = 1000,
         autoreset: bool = True,
     ) -> None:
-        self.num_envs = _positive_int(num_envs, "num_envs")
+        self.num_envs = require_int(num_envs, "num_envs")
         self.harder = bool(harder)
-        self.max_episode_steps = _positive_int(max_episode_steps, "max_episode_steps")
+        self.max_episode_steps = require_int(max_episode_steps, "max_episode_steps")
         self.autoreset = bool(autoreset)
         mode = AutoresetMode.NEXT_STEP if self.autoreset else AutoresetMode.DISABLED
         self.metadata = {**type(self).metadata, "autoreset_mode": mode}

@@ -37,6 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attn_policies.attention import require_int, require_sizes
+
 __all__ = [
     "BCConfig",
     "BCDataset",
@@ -82,8 +84,9 @@ class BCConfig:
     def __post_init__(self) -> None:
         if self.loss not in ("mse", "cross_entropy"):
             raise ValueError(f"loss must be 'mse' or 'cross_entropy', got {self.loss!r}")
-        if self.batch_size < 1 or self.epochs < 1 or self.learning_rate <= 0:
-            raise ValueError("batch_size and epochs must be >= 1 and learning_rate > 0")
+        require_sizes(batch_size=self.batch_size, epochs=self.epochs)
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
         if self.grad_clip < 0 or self.prev_action_noise < 0:
             raise ValueError("grad_clip and prev_action_noise must be >= 0")
         low, high = _ratio_range(self.occlusion)
@@ -184,8 +187,7 @@ def collect_rollouts(
     Raises:
         ValueError: ``n_steps < 1``.
     """
-    if n_steps < 1:
-        raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+    require_int(n_steps, "n_steps")
     act = as_teacher(teacher)
     obs = env.reset()
     seen: list[Obs] = []

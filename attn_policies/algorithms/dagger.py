@@ -9,7 +9,7 @@ Adam with gradient clipping. The student sees its inputs shuffled by one permuta
 episode (per copy), so a permutation-invariant student learns from every ordering.
 
 The student is any ``nn.Module`` with ``(obs (B, N), state | None) -> (action (B, A), state)``
-(e.g. :class:`~attn_policies.neuron.AttentionNeuronPolicy`); a state with a ``prev_action``
+(e.g. :class:`~attn_policies.es_policies.AttentionNeuronPolicy`); a state with a ``prev_action``
 field (a NamedTuple such as ``PolicyState``) gets the action actually played, which under a
 mixed policy may be the teacher's. The teacher is a callable ``obs (B, N) -> action (B, A)``
 (an ``(action, state)`` tuple is also accepted, its state ignored: stateless teachers only).
@@ -22,7 +22,7 @@ Randomness is derived from ``(seed, round)``, so :meth:`DAgger.save` / :meth:`DA
 Example:
     >>> import torch
     >>> from attn_envs.envs.cartpole_swingup import CartPoleSwingUpVectorEnv
-    >>> from attn_policies.neuron import AttentionNeuronPolicy, FNNPolicy
+    >>> from attn_policies.es_policies import AttentionNeuronPolicy, FNNPolicy
     >>> _ = torch.manual_seed(0)
     >>> teacher = FNNPolicy(5, 1, 4)
     >>> env_fn = lambda n: CartPoleSwingUpVectorEnv(n, max_episode_steps=20, autoreset=False)
@@ -48,6 +48,7 @@ import torch
 from torch import Tensor, nn
 
 from attn_policies.atomic import atomic_path, atomic_write
+from attn_policies.attention import require_int
 
 Teacher = Callable[[Tensor], Any]
 EnvFactory = Callable[[int], gym.vector.VectorEnv]
@@ -79,8 +80,7 @@ class DAggerConfig:
 
     def __post_init__(self) -> None:
         for name in ("n_envs", "max_steps", "window", "keep_rounds"):
-            if not int(getattr(self, name)) >= 1:
-                raise ValueError(f"DAggerConfig.{name} must be >= 1, got {getattr(self, name)}")
+            require_int(getattr(self, name), f"DAggerConfig.{name}")
         for name in ("learning_rate", "max_grad_norm"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"DAggerConfig.{name} must be > 0, got {getattr(self, name)}")

@@ -12,18 +12,14 @@ seeds)``:
   the same way. A policy with ``population_weights`` / ``population_step`` (the
   AttentionNeuron agents) runs its own batched step instead, on the copies still alive only,
   with per-generation constants computed once per individual.
-* :class:`ProcessEvaluator`: a local pool of worker processes, each running a
-  :class:`BatchedEvaluator` on a contiguous slice of the population.
-* :class:`RayEvaluator`: the same slices on Ray actors, on a local Ray instance or an
-  existing cluster (``address="auto"`` or ``"ray://host:10001"``).
-
-Slices are computed row by row exactly as in the single batch, so the three give the same
-fitness for the same seeds. A worker that crashes or raises is replaced and its slice
-retried (``max_retries`` times) before the error reaches the trainer.
+* :class:`~attn_policies.algorithms.es_workers.ProcessEvaluator` and
+  :class:`~attn_policies.algorithms.es_workers.RayEvaluator` (in ``es_workers``, still
+  importable from here): contiguous population slices on worker processes or Ray actors,
+  each a :class:`BatchedEvaluator`, with the same fitness for the same seeds.
 
 Example:
     >>> import gymnasium as gym
-    >>> fnn = PolicyFactory("attn_policies.neuron:FNNPolicy", {"obs_dim": 5, "action_dim": 1})
+    >>> fnn = PolicyFactory("attn_policies.es_policies:FNNPolicy", {"obs_dim": 5, "action_dim": 1})
     >>> spec = RolloutSpec(
     ...     policy_fn=fnn,
     ...     env_id="attn_envs:attn_envs/CartPoleSwingUpHarder-v0",
@@ -37,14 +33,9 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import importlib
-import inspect
-import itertools
-import os
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -62,19 +53,21 @@ __all__ = [
     "BatchedEvaluator",
     "Evaluator",
     "PolicyFactory",
-    "ProcessEvaluator",
-    "RayEvaluator",
     "RolloutSpec",
     "default_action_fn",
-    "make_evaluator",
 ]
+
+
+Params = dict[str, Tensor]  # name -> (population, *shape)
+Prepare = Callable[..., Tensor]  # (obs, rows=None) -> the policy's input
+Step = Callable[[Any, np.ndarray], np.ndarray]  # (obs, alive) -> one value per env copy
 
 
 @dataclass(frozen=True)
 class PolicyFactory:
     """A picklable recipe for a policy: ``import path`` + kwargs (+ an optional classmethod).
 
-    ``"attn_policies.neuron:AttentionNeuronPolicy.cartpole"`` names a classmethod preset.
+    ``"attn_policies.es_policies:AttentionNeuronPolicy.cartpole"`` names a classmethod preset.
     """
 
     target: str
@@ -235,20 +228,28 @@ class BatchedEvaluator:
             torch.tensor(np.ascontiguousarray(solutions), dtype=self.spec.dtype)
         )
         obs, _ = env.reset(seed=[int(s) for s in seeds] * n_pop)
-        returns = np.zeros(n_pop * n_rep)
-        alive = np.ones(n_pop * n_rep, dtype=bool)
-        lengths = np.zeros(n_pop * n_rep, dtype=np.int64)
-        if self.population_path and isinstance(obs, np.ndarray) and obs.ndim == 2:
-            return self._evaluate_rows(params, n_pop, n_rep, env, obs, obs_fn, action_fn)
-        state, t = None, 0
+        rows_path = self.population_path and isinstance(obs, np.ndarray) and obs.ndim == 2
+        outputs = self._row_outputs if rows_path else self._vmap_outputs
+        step = outputs(params, n_pop, n_rep, functools.partial(self._policy_input, obs_fn=obs_fn))
+        return self._rollout(env, obs, n_pop, n_rep, lambda o, alive: action_fn(step(o, alive)))
+
+    def _rollout(
+        self,
+        env: gym.vector.VectorEnv,
+        obs: Any,
+        n_pop: int,
+        n_rep: int,
+        act: Step,
+    ) -> np.ndarray:
+        """Step ``env`` with ``act(obs, alive)`` until every copy ended (or ``max_steps``);
+        only live copies count toward returns, lengths and ``env_steps``."""
+        n = n_pop * n_rep
+        returns = np.zeros(n)
+        alive = np.ones(n, dtype=bool)
+        lengths = np.zeros(n, dtype=np.int64)
+        t = 0
         while alive.any() and (self.spec.max_steps is None or t < self.spec.max_steps):
-            x = obs_fn(obs) if obs_fn is not None else obs
-            x = torch.as_tensor(x).reshape(n_pop, n_rep, *x.shape[1:])
-            if x.is_floating_point():  # integer screens stay integers: policies rescale them
-                x = x.to(self.spec.dtype)
-            out, state = self._vmapped(x[0])[state is None](params, x, state)
-            actions = action_fn(out.reshape(n_pop * n_rep, *out.shape[2:]).numpy())
-            obs, rewards, terminated, truncated, _ = env.step(actions)
+            obs, rewards, terminated, truncated, _ = env.step(act(obs, alive))
             self.env_steps += int(alive.sum())
             lengths += alive
             returns += np.where(alive, rewards, 0.0)
@@ -257,17 +258,35 @@ class BatchedEvaluator:
         self.last_lengths = lengths.reshape(n_pop, n_rep)
         return returns.reshape(n_pop, n_rep)
 
-    def _evaluate_rows(
+    def _policy_input(
         self,
-        params: dict[str, Tensor],
-        n_pop: int,
-        n_rep: int,
-        env: gym.vector.VectorEnv,
-        obs: np.ndarray,
+        obs: Any,
+        rows: np.ndarray | None = None,
+        *,
         obs_fn: Callable[[np.ndarray], np.ndarray] | None,
-        action_fn: Callable[[np.ndarray], np.ndarray],
-    ) -> np.ndarray:
-        """The policy's own population step on the rows still alive (see ``population_path``).
+    ) -> Tensor:
+        """The batched observations as the policy takes them (``rows``: only those rows)."""
+        x = obs_fn(obs) if obs_fn is not None else obs
+        x = torch.as_tensor(x if rows is None else x[rows])
+        # integer screens stay integers: policies rescale them
+        return x.to(self.spec.dtype) if x.is_floating_point() else x
+
+    def _vmap_outputs(self, params: Params, n_pop: int, n_rep: int, prepare: Prepare) -> Step:
+        """Raw outputs of every copy from the policy under ``vmap`` over the individuals."""
+        state = None
+
+        def act(obs: Any, alive: np.ndarray) -> np.ndarray:
+            nonlocal state
+            x = prepare(obs)
+            x = x.reshape(n_pop, n_rep, *x.shape[1:])
+            out, state = self._vmapped(x[0])[state is None](params, x, state)
+            return out.reshape(n_pop * n_rep, *out.shape[2:]).numpy()
+
+        return act
+
+    def _row_outputs(self, params: Params, n_pop: int, n_rep: int, prepare: Prepare) -> Step:
+        """Raw outputs from the policy's own population step on the rows still alive (see
+        ``population_path``).
 
         Rows are ``individual * n_rep + repeat``; each keeps its individual's weights. Ended
         rows are dropped from the policy batch once they are a quarter of it (weights and
@@ -281,12 +300,11 @@ class BatchedEvaluator:
         owner = torch.arange(n_pop).repeat_interleave(n_rep)
         weights = tuple(w.index_select(0, owner) for w in policy.population_weights(params))
         rows = np.arange(n)  # env rows the policy batch holds, ascending
-        returns = np.zeros(n)
-        alive = np.ones(n, dtype=bool)
-        lengths = np.zeros(n, dtype=np.int64)
         out_full: np.ndarray | None = None
-        state, t = None, 0
-        while alive.any() and (self.spec.max_steps is None or t < self.spec.max_steps):
+        state = None
+
+        def act(obs: Any, alive: np.ndarray) -> np.ndarray:
+            nonlocal weights, rows, out_full, state
             live = alive[rows]
             if live.sum() <= 0.75 * len(rows):  # compact: drop the rows that ended
                 keep = torch.from_numpy(np.flatnonzero(live))
@@ -294,23 +312,15 @@ class BatchedEvaluator:
                 weights = tuple(w.index_select(0, keep) for w in weights)
                 if state is not None:
                     state = tuple(s.index_select(0, keep) for s in state)
-            x = obs_fn(obs) if obs_fn is not None else obs
-            x = torch.as_tensor(x[rows])
-            if x.is_floating_point():
-                x = x.to(self.spec.dtype)
+            x = prepare(obs, rows)
             out, state = policy.population_step(weights, x, state)
             out = out.numpy()
             if out_full is None:
                 out_full = np.zeros((n, *out.shape[1:]), dtype=out.dtype)
             out_full[rows] = out  # ended rows keep stale outputs: a frozen copy ignores them
-            obs, rewards, terminated, truncated, _ = env.step(action_fn(out_full))
-            self.env_steps += int(alive.sum())
-            lengths += alive
-            returns += np.where(alive, rewards, 0.0)
-            alive &= ~(terminated | truncated)
-            t += 1
-        self.last_lengths = lengths.reshape(n_pop, n_rep)
-        return returns.reshape(n_pop, n_rep)
+            return out_full
+
+        return act
 
     def close(self) -> None:
         for env in self._envs.values():
@@ -318,211 +328,13 @@ class BatchedEvaluator:
         self._envs.clear()
 
 
-# -- process pool ----------------------------------------------------------------------------
-
-_WORKER: BatchedEvaluator | None = None
-
-
-def _exit_with_parent(parent: int, period: float = 0.5) -> None:
-    """End this worker when the process that started it is gone (even SIGKILLed, when no
-    cleanup of its own runs): the worker is re-parented, so ``getppid`` changes."""
-    import threading
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(period)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+# The pool evaluators moved to es_workers; this keeps their old import path.
+_MOVED = ("EVALUATORS", "ProcessEvaluator", "RayEvaluator", "make_evaluator", "timed")
 
 
-def _init_worker(spec: RolloutSpec, watch_parent: bool = False) -> None:
-    global _WORKER
-    if watch_parent:
-        _exit_with_parent(os.getppid())
-    torch.set_num_threads(spec.torch_threads)
-    _WORKER = BatchedEvaluator(spec)
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:  # imported lazily: es_workers imports this module
+        from attn_policies.algorithms import es_workers
 
-
-def _evaluate_slice(solutions: np.ndarray, seeds: Sequence[int]) -> tuple[np.ndarray, int]:
-    assert _WORKER is not None, "worker not initialised"
-    before = _WORKER.env_steps
-    returns = _WORKER.evaluate(solutions, seeds)
-    return returns, _WORKER.env_steps - before
-
-
-def _slices(n: int, parts: int) -> list[slice]:
-    bounds = np.linspace(0, n, min(parts, n) + 1).round().astype(int)
-    return [slice(a, b) for a, b in itertools.pairwise(bounds)]
-
-
-class ProcessEvaluator:
-    """A local pool of ``n_workers`` processes, each scoring a contiguous population slice.
-
-    Workers start with ``spawn`` (safe with torch threads) and keep their env and policy
-    between generations. A slice whose worker crashed (``BrokenProcessPool``, also when it
-    died while idle and the next ``submit`` finds the pool broken) or raised is retried on a
-    fresh pool, up to ``max_retries`` times per generation. Workers exit on their own when
-    this process dies, however it dies.
-    """
-
-    def __init__(self, spec: RolloutSpec, n_workers: int = 2, max_retries: int = 2) -> None:
-        import multiprocessing as mp
-
-        self.spec, self.n_workers, self.max_retries = spec, int(n_workers), int(max_retries)
-        self._context = mp.get_context("spawn")
-        self.num_parameters = sum(p.numel() for p in spec.policy_fn().parameters())
-        self.env_steps = 0
-        self.retries = 0
-        self._pool: ProcessPoolExecutor | None = None
-
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                self.n_workers,
-                mp_context=self._context,
-                initializer=_init_worker,
-                initargs=(self.spec, True),  # no orphans if this process is killed
-            )
-        return self._pool
-
-    def evaluate(self, solutions: np.ndarray, seeds: Sequence[int]) -> np.ndarray:
-        solutions = np.asarray(solutions)
-        parts = _slices(len(solutions), self.n_workers)
-        results: dict[int, np.ndarray] = {}
-        attempt = 0
-        while len(results) < len(parts):
-            failure: BaseException | None = None
-            futures = {}
-            try:
-                pool = self._executor()
-                for i, s in enumerate(parts):
-                    if i not in results:
-                        futures[i] = pool.submit(_evaluate_slice, solutions[s], list(seeds))
-            except BrokenProcessPool as err:  # a worker died while idle: retried like below
-                failure = err
-            for i, future in futures.items():
-                try:
-                    returns, steps = future.result()
-                except (BrokenProcessPool, Exception) as err:  # retried below
-                    failure = err
-                    continue
-                results[i] = returns
-                self.env_steps += steps
-            if failure is not None:
-                attempt += 1
-                self.retries += 1
-                self._shutdown()
-                if attempt > self.max_retries:
-                    raise RuntimeError(
-                        f"population slice failed {attempt} times; last error: {failure!r}"
-                    ) from failure
-        return np.concatenate([results[i] for i in range(len(parts))])
-
-    def _shutdown(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-    def close(self) -> None:
-        self._shutdown()
-
-
-# -- Ray -------------------------------------------------------------------------------------
-
-
-class _RayWorker:
-    """Ray actor body: one :class:`BatchedEvaluator` kept between generations."""
-
-    def __init__(self, spec: RolloutSpec) -> None:
-        _init_worker(spec)
-
-    def evaluate(self, solutions: np.ndarray, seeds: Sequence[int]) -> tuple[np.ndarray, int]:
-        return _evaluate_slice(solutions, seeds)
-
-    def pid(self) -> int:
-        return os.getpid()
-
-
-class RayEvaluator:
-    """Population slices on Ray actors: a local Ray by default, or an existing cluster.
-
-    Args:
-        spec: the rollout recipe (shipped to every actor).
-        n_workers: actors, one CPU each.
-        address: ``None`` starts (or reuses) a local Ray instance with ``n_workers`` CPUs;
-            ``"auto"`` or ``"ray://host:port"`` joins a running cluster.
-        max_retries: Ray restarts a dead actor and re-runs its task this many times.
-        init_kwargs: more ``ray.init`` arguments.
-    """
-
-    def __init__(
-        self,
-        spec: RolloutSpec,
-        n_workers: int = 2,
-        address: str | None = None,
-        max_retries: int = 2,
-        init_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        try:
-            import ray
-        except ImportError as err:  # pragma: no cover - ray is an optional extra
-            raise ImportError("the Ray evaluator needs ray: pip install 'attn-zoo[ray]'") from err
-        self._ray = ray
-        if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-            if address is None:
-                kwargs["num_cpus"] = n_workers
-                # Ray renices its workers to 15; they are this evaluator's compute, so a local
-                # instance keeps them at the driver's priority unless the user says otherwise.
-                os.environ.setdefault("RAY_worker_niceness", "0")
-            ray.init(address=address, **{**kwargs, **(init_kwargs or {})})
-        actor = ray.remote(num_cpus=1, max_restarts=max_retries, max_task_retries=max_retries)(
-            _RayWorker
-        )
-        self.spec, self.n_workers = spec, int(n_workers)
-        self.actors = [actor.remote(spec) for _ in range(self.n_workers)]
-        self.num_parameters = sum(p.numel() for p in spec.policy_fn().parameters())
-        self.env_steps = 0
-
-    def evaluate(self, solutions: np.ndarray, seeds: Sequence[int]) -> np.ndarray:
-        solutions = np.asarray(solutions)
-        parts = _slices(len(solutions), self.n_workers)
-        refs = [
-            actor.evaluate.remote(solutions[s], list(seeds))
-            for actor, s in zip(self.actors, parts, strict=False)
-        ]
-        outputs = self._ray.get(refs)
-        self.env_steps += sum(steps for _, steps in outputs)
-        return np.concatenate([returns for returns, _ in outputs])
-
-    def close(self) -> None:
-        for actor in self.actors:
-            self._ray.kill(actor)
-        self.actors = []
-
-
-EVALUATORS: dict[str, type] = {
-    "batched": BatchedEvaluator,
-    "processes": ProcessEvaluator,
-    "ray": RayEvaluator,
-}
-
-
-def make_evaluator(kind: str, spec: RolloutSpec, **kwargs: Any) -> Evaluator:
-    """``"batched"``, ``"processes"`` or ``"ray"``; ``kwargs`` go to its constructor."""
-    if kind not in EVALUATORS:
-        raise ValueError(f"evaluator must be one of {sorted(EVALUATORS)}, got {kind!r}")
-    cls = EVALUATORS[kind]
-    accepted = inspect.signature(cls).parameters
-    unknown = sorted(set(kwargs) - set(accepted))
-    if unknown:
-        raise TypeError(f"{cls.__name__} takes no argument(s) {unknown}")
-    return cls(spec, **kwargs)
-
-
-def timed(evaluator: Evaluator, solutions: np.ndarray, seeds: Sequence[int]) -> tuple[Any, float]:
-    """``(returns, seconds)`` of one ``evaluate`` call."""
-    start = time.perf_counter()
-    returns = evaluator.evaluate(solutions, seeds)
-    return returns, time.perf_counter() - start
+        return getattr(es_workers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.buffers import ReplayBuffer
 
+from attn_policies.attention import require_int
+
 
 class OversamplingReplayBuffer(ReplayBuffer):
     """SB3 :class:`ReplayBuffer` that inserts each rewarding transition ``copies`` times.
@@ -56,8 +58,7 @@ class OversamplingReplayBuffer(ReplayBuffer):
         threshold: float = 0.0,
         **kwargs: Any,
     ) -> None:
-        if isinstance(copies, bool) or not isinstance(copies, (int, np.integer)) or copies < 1:
-            raise ValueError(f"copies must be a positive integer, got {copies!r}")
+        copies = require_int(int(copies) if isinstance(copies, np.integer) else copies, "copies")
         optimize = args[2] if len(args) > 2 else kwargs.get("optimize_memory_usage", False)
         if optimize and copies > 1:
             raise ValueError(

@@ -30,6 +30,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from attn_policies.attention import require_int
+
 __all__ = ["ClassifierConfig", "evaluate_classifier", "scale_images", "train_classifier"]
 
 Transform = Callable[[Tensor, torch.Generator], Tensor]
@@ -66,15 +68,9 @@ class ClassifierConfig:
 
     def __post_init__(self) -> None:
         for name in ("iterations", "batch_size", "eval_every", "test_size", "seed"):
-            value, minimum = getattr(self, name), 0 if name == "seed" else 1
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, numbers.Integral)
-                or value < minimum
-            ):
-                kind = "non-negative" if minimum == 0 else "positive"
-                raise ValueError(f"{name} must be a {kind} integer, got {value!r}")
-            setattr(self, name, int(value))
+            value = getattr(self, name)
+            value = int(value) if isinstance(value, np.integer) else value
+            setattr(self, name, require_int(value, name, minimum=0 if name == "seed" else 1))
         lr = self.learning_rate
         if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0 < lr < math.inf:
             raise ValueError(f"learning_rate must be a finite number > 0, got {lr!r}")

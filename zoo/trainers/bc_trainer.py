@@ -32,14 +32,14 @@ The teacher acts on ``teacher_obs`` of the student env's observation: a Dict ent
 (the newest step when the student env stacks a window the teacher does not have) or an
 import path to a function of the batched observation. A zoo teacher trained with
 ``normalize`` gets its ``VecNormalize`` statistics applied. The run folder holds
-``teacher/`` (when trained here), ``progress.csv`` (epoch, loss, test return),
+``teacher/`` (when trained here), ``metrics.csv`` (:mod:`zoo.metrics`), ``progress.csv``
+(epoch, loss, test return),
 ``model.pt`` / ``best_model.pt`` (student state dicts, ``torch.load(weights_only=True)``)
 and ``eval.json``.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import pickle
 import random
@@ -55,13 +55,15 @@ from torch import nn
 
 import zoo
 from attn_policies.algorithms.bc import BCConfig, as_teacher, collect_rollouts, train_bc
-from attn_policies.atomic import atomic_path
+from attn_policies.algorithms.es_eval import default_action_fn
 from zoo import factory, progress
 from zoo.config import ConfigError, RunConfig, check_type
-from zoo.evaluation import evaluate_policy, summary
+from zoo.evaluation import episode_lists, eval_json, evaluate_policy, summary
+from zoo.metrics import BC_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve, resolve_function
 from zoo.trainers import state_dict_file
-from zoo.trainers.sb3_state import normalizer, tensors_of
+from zoo.trainers.base import ProgressTable, load_state_dict, save_state_dict
+from zoo.trainers.sb3_state import normalizer
 from zoo.trainers.sb3_trainer import SB3Trainer
 
 KEYS: dict[str, tuple[type, ...] | None] = {
@@ -140,11 +142,13 @@ class BCStudent(nn.Module):
 class StudentAgent:
     """A student with SB3's ``predict``, so :func:`zoo.evaluation.evaluate_policy` plays it.
 
+    Actions as an ES policy's (:func:`~attn_policies.algorithms.es_eval.default_action_fn`):
     Discrete: the argmax of the logits; Box: the output clipped to the action bounds.
     """
 
     def __init__(self, student: nn.Module, action_space: spaces.Space) -> None:
         self.student, self.action_space = student.eval(), action_space
+        self.action_fn = default_action_fn(action_space)
 
     @torch.no_grad()
     def predict(
@@ -159,10 +163,7 @@ class StudentAgent:
             x: Any = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in obs.items()}
         else:
             x = torch.as_tensor(obs, dtype=torch.float32)
-        out = self.student(x).numpy()
-        if isinstance(self.action_space, spaces.Discrete):
-            return out.argmax(axis=-1), None
-        return np.clip(out, self.action_space.low, self.action_space.high), None
+        return self.action_fn(self.student(x).numpy()), None
 
 
 def bc_config(run: RunConfig) -> BCConfig:
@@ -384,7 +385,8 @@ class BCTrainer:
         student, action_space = make_student(run)
         agent = StudentAgent(student, action_space)
         eval_env = factory.make_vec_env(run, n_envs=run.eval.n_envs, training=False)
-        log = path / "progress.csv"
+        log = ProgressTable(path / "progress.csv", ["epoch", "loss", "test_mean"], "epoch")
+        metrics = MetricsLogger(path)
         best = -np.inf
         lines = progress.lines(run.experiment, bc_config(run).epochs, "epochs")
 
@@ -396,15 +398,10 @@ class BCTrainer:
                 row["test_mean"] = result["mean_reward"]
                 if result["mean_reward"] >= best:  # ties go to the later, more trained student
                     best = result["mean_reward"]
-                    with atomic_path(path / "best_model.pt") as tmp:
-                        torch.save(student.state_dict(), tmp)
+                    save_state_dict(student, path / "best_model.pt")
                 student.train()
-            new = not log.exists()
-            with log.open("a", newline="") as fh:
-                writer = csv.DictWriter(fh, fieldnames=["epoch", "loss", "test_mean"])
-                if new:
-                    writer.writeheader()
-                writer.writerow(row)
+            log.write(row)
+            metrics.log(row["epoch"], renamed(row, BC_METRICS))
             handle.write_status(num_timesteps=len(data), epoch=int(row["epoch"]))
             if progress_bar:
                 print(f"epoch {int(row['epoch'])}: loss {row['loss']:.4f}", flush=True)
@@ -416,11 +413,11 @@ class BCTrainer:
         try:
             train_bc(student, data, bc_config(run), callback=on_epoch)
         finally:
+            metrics.close()
             eval_env.close()
         if lines is not None:
             lines.close()
-        with atomic_path(path / "model.pt") as tmp:
-            torch.save(student.state_dict(), tmp)
+        save_state_dict(student, path / "model.pt")
         return len(data)
 
     def model_file(self, path: Path, which: str) -> Path:
@@ -429,11 +426,7 @@ class BCTrainer:
     def load(self, path: Path, run: RunConfig, which: str = "best") -> StudentAgent:
         """The saved student, ready to :meth:`StudentAgent.predict`."""
         student, action_space = make_student(run)
-        file = self.model_file(path, which)
-        try:
-            student.load_state_dict(tensors_of(file))
-        except RuntimeError as err:
-            raise ConfigError(f"{file}: does not fit the run's student ({err})") from None
+        load_state_dict(student, self.model_file(path, which), "student")
         return StudentAgent(student, action_space)
 
     def episode_returns(
@@ -490,16 +483,7 @@ class BCTrainer:
         file = self.model_file(path, which)
         result = self._test(path, run, which, n, seed)
         samples = _steps_per_env(run) * int(run.body.get("n_envs", 1))
-        out: dict[str, Any] = {
-            "experiment": run.experiment,
-            "tag": run.tag,
-            "budget": run.budget,
-            "model": file.relative_to(path).as_posix(),
-            "num_timesteps": samples,
-            "test_seed": seed,
-            "n_episodes": n,
-            "policies": summary({"deterministic": result}),
-        }
+        out = eval_json(run, path, file, seed, n, {"deterministic": result}, num_timesteps=samples)
         if which == "best" and file.name == "best_model.pt":
             last = self._test(path, run, "last", n, seed)
             out["last_model"] = {
@@ -507,7 +491,5 @@ class BCTrainer:
                 "num_timesteps": samples,
                 "policies": summary({"deterministic": last}),
             }
-        out["episodes"] = {
-            "deterministic": {"rewards": result["rewards"], "lengths": result["lengths"]}
-        }
+        out["episodes"] = episode_lists({"deterministic": result})
         return out

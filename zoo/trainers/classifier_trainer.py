@@ -15,7 +15,8 @@ Keys besides the common ones::
 ``dataset.name: mnist`` reads the IDX files from ``root`` (``download: true`` fetches them
 where a network exists); ``synthetic`` draws ``n_train``/``n_test`` digit-like images the
 project generates, so tests and smoke runs never download anything. The run folder holds
-``model.pt`` (a state dict, loaded with ``weights_only=True``), ``history.csv`` and
+``model.pt`` (a state dict, loaded with ``weights_only=True``), ``metrics.csv``
+(:mod:`zoo.metrics`), ``history.csv`` and
 ``eval.json`` (test accuracy on the fixed transformed test set).
 """
 
@@ -40,6 +41,7 @@ from attn_policies.algorithms.supervised import (
 from attn_policies.catalog import import_object
 from zoo import progress
 from zoo.config import ConfigError, RunConfig, check_type, nearest
+from zoo.metrics import CLASSIFIER_METRICS, MetricsLogger, renamed
 
 MODELS: dict[str, str] = {
     "relational_mnist": "attn_policies.relational:RelationalMNIST",
@@ -170,6 +172,8 @@ class ClassifierTrainer:
         progress.announce(path)
         lines = progress.lines(run.experiment, config.iterations, "iterations")
 
+        metrics = MetricsLogger(path)
+
         def on_eval(iteration: int, record: dict[str, float]) -> bool:
             new = not log.exists()
             with log.open("a", newline="") as fh:
@@ -177,6 +181,7 @@ class ClassifierTrainer:
                 if new:
                     writer.writeheader()
                 writer.writerow(record)
+            metrics.log(iteration, renamed(record, CLASSIFIER_METRICS))
             torch.save(model.state_dict(), path / "model.pt")
             handle.write_status(num_timesteps=iteration)
             if progress_bar:
@@ -190,9 +195,13 @@ class ClassifierTrainer:
                 lines.update(iteration, latest)
             return all(cb(iteration, record) is not False for cb in callbacks)
 
-        history = train_classifier(
-            model, *load_data(run), config=config, transform=make_transform(run), callback=on_eval
-        )
+        try:
+            history = train_classifier(
+                model, *load_data(run), config=config, transform=make_transform(run),
+                callback=on_eval,
+            )  # fmt: skip
+        finally:
+            metrics.close()
         if lines is not None:
             lines.close()
         torch.save(model.state_dict(), path / "model.pt")

@@ -27,15 +27,15 @@ Keys besides the common ones::
 An env id with a ``vector_entry_point`` (the numpy CartPoleSwingUp) runs as one batched env
 when the run has no ``env_wrapper``; otherwise copies of ``gym.make(env) + wrappers`` run in a
 ``SyncVectorEnv``. The run folder holds ``model.pt`` (the final favourite solution as a state
-dict), ``best_model.pt`` (the favourite with the best test return), ``progress.csv`` and
-TensorBoard events in ``logs/`` (best/mean/worst fitness, sigma, timings, test returns),
+dict), ``best_model.pt`` (the favourite with the best test return), ``metrics.csv`` (see
+:mod:`zoo.metrics`), ``progress.csv`` and TensorBoard events in ``logs/`` (best/mean/worst
+fitness, sigma, timings, test returns),
 ``evaluations.json``, ``checkpoints/`` (see :mod:`attn_policies.algorithms.cmaes`) and
 ``eval.json``. ``--resume`` continues bit for bit from the last finished generation.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import inspect
 import json
@@ -56,19 +56,28 @@ from attn_policies.algorithms.es_eval import (
     RolloutSpec,
     make_evaluator,
 )
-from attn_policies.atomic import atomic_path, atomic_write
+from attn_policies.atomic import atomic_write
 from zoo import factory
 from zoo import progress as zoo_progress
 from zoo.config import ConfigError, RunConfig, check_type, nearest
+from zoo.evaluation import episode_lists, episode_stats, eval_json, summary
+from zoo.metrics import CMAES_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve_function, resolve_module_builder
-from zoo.trainers import state_dict_file
+from zoo.trainers import base, state_dict_file
+from zoo.trainers.base import (
+    ProgressTable,
+    load_state_dict,
+    read_json,
+    save_state_dict,
+    tensorboard,
+)
 from zoo.trainers.sb3_state import tensors_of
 
 ES_POLICIES: dict[str, str] = {
-    "attention_neuron": "attn_policies.neuron:AttentionNeuronPolicy",
-    "attention_neuron_cartpole": "attn_policies.neuron:AttentionNeuronPolicy.cartpole",
-    "attention_neuron_ant": "attn_policies.neuron:AttentionNeuronPolicy.ant",
-    "fnn": "attn_policies.neuron:FNNPolicy",
+    "attention_neuron": "attn_policies.es_policies:AttentionNeuronPolicy",
+    "attention_neuron_cartpole": "attn_policies.es_policies:AttentionNeuronPolicy.cartpole",
+    "attention_neuron_ant": "attn_policies.es_policies:AttentionNeuronPolicy.ant",
+    "fnn": "attn_policies.es_policies:FNNPolicy",
     "attention_agent": "attn_policies.patch_voting:AttentionAgent",
     "attention_neuron_voting": "attn_policies.patch_voting:AttentionNeuronVotingAgent",
 }
@@ -167,7 +176,7 @@ def _spaces(run: RunConfig) -> tuple[gym.Space, gym.Space]:
         env.close()
 
 
-def _policy_builder(run: RunConfig) -> Any:
+def policy_builder(run: RunConfig) -> Any:
     """The policy class or classmethod preset; anything but a torch module is refused
     before it is called (``policy: os:system`` never runs)."""
     try:
@@ -179,7 +188,7 @@ def _policy_builder(run: RunConfig) -> Any:
 def policy_factory(run: RunConfig) -> PolicyFactory:
     """The run's policy recipe; ``obs_dim``/``action_dim`` come from the env when accepted."""
     target = _policy_target(run)
-    builder = _policy_builder(run)
+    builder = policy_builder(run)
     kwargs = dict(run.body.get("policy_kwargs") or {})
     params = inspect.signature(builder).parameters
     if {"obs_dim", "action_dim"} & set(params) - set(kwargs):
@@ -297,7 +306,7 @@ class CMAESZooTrainer:
                 f"{run.name}: evaluator must be one of {', '.join(EVALUATORS)}, got {kind!r}"
                 f".{nearest(kind, EVALUATORS)}"
             )
-        _policy_builder(run)
+        policy_builder(run)
         cma_config(run)
         # A misfit warm start fails here; a missing one in probe (still before anything is
         # written), so a config may name a run that an earlier step of its recipe makes.
@@ -346,12 +355,16 @@ class CMAESZooTrainer:
             except StateFormatError as err:
                 raise ConfigError(str(err)) from None
             if (path / "evaluations.json").exists():
-                evaluations = _read_json(path / "evaluations.json")
+                evaluations = read_json(path / "evaluations.json")
             evaluations = [e for e in evaluations if e["generation"] <= trainer.generation]
-        progress = _ProgressLog(path / "progress.csv", trainer.generation)
-        tensorboard = _tensorboard(path / "logs")
+            # a stop between the checkpoint and the status write left the status behind it
+            handle.write_status(num_timesteps=trainer.env_steps, generation=trainer.generation)
+        done = trainer.generation if resume else None
+        progress = ProgressTable(path / "progress.csv", PROGRESS_FIELDS, "generation", done)
+        metrics = MetricsLogger(path, trainer.env_steps if resume else None)
+        board = tensorboard(path / "logs")
         tester = BatchedEvaluator(rollout_spec(run)) if run.eval.freq else None
-        bar = _progress_bar(progress_bar, n_generations, trainer.generation)
+        bar = base.progress_bar(progress_bar, n_generations, trainer.generation, "gen")
         zoo_progress.announce(path, resume=resume)
         lines = zoo_progress.lines(run.experiment, n_generations, "generations", trainer.generation)
         policy = policy_factory(run)()
@@ -372,10 +385,11 @@ class CMAESZooTrainer:
                         _save_policy(policy, trainer.favourite, path / "best_model.pt")
                     atomic_write(path / "evaluations.json", json.dumps(evaluations, indent=1))
                 progress.write(record)
-                if tensorboard is not None:
+                metrics.log(record["env_steps"], renamed(record, CMAES_METRICS))
+                if board is not None:
                     for key, value in record.items():
                         if key not in ("generation", "env_steps") and value is not None:
-                            tensorboard.add_scalar(f"cmaes/{key}", value, record["env_steps"])
+                            board.add_scalar(f"cmaes/{key}", value, record["env_steps"])
                 trainer.save(ckpt)
                 handle.write_status(num_timesteps=trainer.env_steps, generation=trainer.generation)
                 if lines is not None:
@@ -388,10 +402,11 @@ class CMAESZooTrainer:
                 if not all(cb(record) is not False for cb in callbacks):
                     break
         finally:
+            metrics.close()
             if bar is not None:
                 bar.close()
-            if tensorboard is not None:
-                tensorboard.close()
+            if board is not None:
+                board.close()
             evaluator.close()
             if tester is not None:
                 tester.close()
@@ -406,13 +421,7 @@ class CMAESZooTrainer:
         return state_dict_file(path, which)
 
     def load(self, path: Path, run: RunConfig, which: str = "best") -> nn.Module:
-        policy = policy_factory(run)()
-        file = self.model_file(path, which)
-        try:
-            policy.load_state_dict(tensors_of(file))
-        except RuntimeError as err:  # the tensors do not fit the config's policy
-            raise ConfigError(f"{file}: does not fit the run's policy ({err})") from None
-        return policy.eval()
+        return load_state_dict(policy_factory(run)(), self.model_file(path, which), "policy").eval()
 
     def episode_returns(
         self,
@@ -455,40 +464,23 @@ class CMAESZooTrainer:
         path = Path(path)
         n = int(n_episodes or run.eval.final_episodes)
         seed = run.eval.test_seed if seed is None else int(seed)
-        status = _read_json(path / "status.json") if (path / "status.json").exists() else {}
+        status = read_json(path / "status.json") if (path / "status.json").exists() else {}
 
-        def summary(file_which: str) -> dict[str, Any]:
-            result = self.episode_returns(path, run, n_episodes=n, seed=seed, which=file_which)
-            rewards, lengths = np.asarray(result["rewards"]), np.asarray(result["lengths"])
-            return {
-                "mean_reward": float(rewards.mean()),
-                "std_reward": float(rewards.std()),
-                "mean_length": float(lengths.mean()),
-                "std_length": float(lengths.std()),
-                "n_episodes": len(rewards),
-                "success_rate": None,
-            }, result
+        def results(file_which: str) -> dict[str, Any]:
+            out = self.episode_returns(path, run, n_episodes=n, seed=seed, which=file_which)
+            return {"deterministic": episode_stats(out["rewards"], out["lengths"])}
 
         file = self.model_file(path, which)
-        policies, episodes = summary(which)
-        out: dict[str, Any] = {
-            "experiment": run.experiment,
-            "tag": run.tag,
-            "budget": run.budget,
-            "model": file.relative_to(path).as_posix(),
+        tested = results(which)
+        steps = {
             "num_timesteps": status.get("num_timesteps"),
             "generations": status.get("generation"),
-            "test_seed": seed,
-            "n_episodes": n,
-            "policies": {"deterministic": policies},
         }
+        out = eval_json(run, path, file, seed, n, tested, **steps)
         # an interrupted run has a best model but no final model.pt yet
         if which == "best" and file.name == "best_model.pt" and (path / "model.pt").exists():
-            out["last_model"] = {
-                "model": "model.pt",
-                "policies": {"deterministic": summary("last")[0]},
-            }
-        out["episodes"] = {"deterministic": episodes}
+            out["last_model"] = {"model": "model.pt", "policies": summary(results("last"))}
+        out["episodes"] = episode_lists(tested)
         return out
 
 
@@ -505,51 +497,4 @@ def _save_policy(policy: nn.Module, flat: np.ndarray, file: Path) -> None:
     torch.nn.utils.vector_to_parameters(
         torch.as_tensor(flat, dtype=torch.float32), policy.parameters()
     )
-    with atomic_path(file) as tmp:
-        torch.save(policy.state_dict(), tmp)
-
-
-class _ProgressLog:
-    """``progress.csv``, one row per generation; rows past a resumed checkpoint are dropped."""
-
-    def __init__(self, file: Path, generation: int) -> None:
-        self.file = file
-        if file.exists():
-            with file.open() as fh:
-                rows = [r for r in csv.DictReader(fh) if int(r["generation"]) <= generation]
-            self._rewrite(rows)
-        else:
-            self._rewrite([])
-
-    def _rewrite(self, rows: list[dict[str, Any]]) -> None:
-        with atomic_path(self.file) as tmp, tmp.open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=PROGRESS_FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
-
-    def write(self, record: dict[str, Any]) -> None:
-        with self.file.open("a", newline="") as fh:
-            csv.DictWriter(fh, fieldnames=PROGRESS_FIELDS, extrasaction="ignore").writerow(record)
-
-
-def _read_json(file: Path) -> Any:
-    try:
-        return json.loads(file.read_text())
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"{file}: not readable JSON ({err})") from None
-
-
-def _tensorboard(directory: Path) -> Any:
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:  # pragma: no cover - tensorboard is a dependency
-        return None
-    return SummaryWriter(str(directory))
-
-
-def _progress_bar(enabled: bool, total: int, done: int) -> Any:
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=done, unit="gen")
+    save_state_dict(policy, file)

@@ -29,7 +29,8 @@ Keys besides the common ones::
 
 The run folder holds ``model.pt`` (the last student) and ``best_model.pt`` (the one with the
 best test return), both state dicts of the policy, so a CMA-ES run's ``init:`` can name the
-folder; ``progress.csv`` (round, env steps, beta, loss, test return), ``evaluations.json``,
+folder; ``metrics.csv`` (:mod:`zoo.metrics`), ``progress.csv`` (round, env steps, beta,
+loss, test return), ``evaluations.json``,
 ``eval.json`` and ``checkpoints/`` (student and Adam state as tensors, the kept rounds' data
 as ``.npz``, written after every round). ``--resume`` continues bit for bit from the last
 finished round.
@@ -37,7 +38,6 @@ finished round.
 
 from __future__ import annotations
 
-import csv
 import json
 import pickle
 import time
@@ -53,10 +53,12 @@ from torch import nn
 import zoo
 from attn_policies.algorithms.dagger import DAgger, DAggerConfig
 from attn_policies.algorithms.es_eval import BatchedEvaluator
-from attn_policies.atomic import atomic_path, atomic_write
+from attn_policies.atomic import atomic_write
 from zoo import progress as zoo_progress
 from zoo.config import ConfigError, RunConfig, check_type
+from zoo.metrics import DAGGER_METRICS, MetricsLogger, renamed
 from zoo.trainers import cmaes_trainer
+from zoo.trainers.base import ProgressTable, read_json, save_state_dict
 from zoo.trainers.cmaes_trainer import CMAESZooTrainer
 
 KEYS: dict[str, tuple[type, ...] | None] = {
@@ -138,7 +140,7 @@ class DAggerZooTrainer(CMAESZooTrainer):
         for key in ("teacher", "env", "policy", "n_rounds"):
             if key not in run.body:
                 raise ConfigError(f"{run.name}: missing required key {key!r}")
-        cmaes_trainer._policy_builder(run)
+        cmaes_trainer.policy_builder(run)
         dagger_config(run)
         load_teacher(run)
 
@@ -181,9 +183,13 @@ class DAggerZooTrainer(CMAESZooTrainer):
             except CHECKPOINT_ERRORS as err:
                 raise ConfigError(f"{ckpt}: unreadable DAgger checkpoint ({err})") from None
             if (path / "evaluations.json").exists():
-                evaluations = cmaes_trainer._read_json(path / "evaluations.json")
+                evaluations = read_json(path / "evaluations.json")
             evaluations = [e for e in evaluations if e["round"] <= dagger.round]
-        _rewrite_progress(path / "progress.csv", dagger.round)
+            # a stop between the checkpoint and the status write left the status behind it
+            handle.write_status(num_timesteps=dagger.env_steps, round=dagger.round)
+        done = dagger.round if resume else None
+        progress = ProgressTable(path / "progress.csv", PROGRESS_FIELDS, "round", done)
+        metrics = MetricsLogger(path, dagger.env_steps if resume else None)
         tester = BatchedEvaluator(spec) if run.eval.freq else None
         zoo_progress.announce(path, resume=resume)
         lines = zoo_progress.lines(run.experiment, n_rounds, "rounds", dagger.round)
@@ -207,10 +213,10 @@ class DAggerZooTrainer(CMAESZooTrainer):
                         }
                     )
                     if record["test_mean"] >= best:  # ties go to the later model
-                        _save(student, path / "best_model.pt")
+                        save_state_dict(student, path / "best_model.pt")
                     atomic_write(path / "evaluations.json", json.dumps(evaluations, indent=1))
-                with (path / "progress.csv").open("a", newline="") as fh:
-                    csv.DictWriter(fh, PROGRESS_FIELDS, extrasaction="ignore").writerow(record)
+                progress.write(record)
+                metrics.log(dagger.env_steps, renamed(record, DAGGER_METRICS))
                 dagger.save(ckpt)
                 handle.write_status(num_timesteps=dagger.env_steps, round=dagger.round)
                 if lines is not None:
@@ -218,17 +224,13 @@ class DAggerZooTrainer(CMAESZooTrainer):
                 if not all(cb(record) is not False for cb in callbacks):
                     break
         finally:
+            metrics.close()
             if tester is not None:
                 tester.close()
         if lines is not None:
             lines.close(dagger.round)
-        _save(student, path / "model.pt")
+        save_state_dict(student, path / "model.pt")
         return dagger.env_steps
-
-
-def _save(policy: nn.Module, file: Path) -> None:
-    with atomic_path(file) as tmp:
-        torch.save(policy.state_dict(), tmp)
 
 
 def _latest(record: dict[str, Any], evaluations: list[dict[str, Any]]) -> str:
@@ -236,16 +238,3 @@ def _latest(record: dict[str, Any], evaluations: list[dict[str, Any]]) -> str:
     if evaluations:
         text += f", test {evaluations[-1]['test_mean']:.1f} at round {evaluations[-1]['round']}"
     return text
-
-
-def _rewrite_progress(file: Path, done: int) -> None:
-    """``progress.csv`` with a header and the rows up to round ``done`` (a resume drops rows
-    of rounds that were logged but not checkpointed)."""
-    rows = []
-    if file.exists():
-        with file.open() as fh:
-            rows = [r for r in csv.DictReader(fh) if int(r["round"]) <= done]
-    with atomic_path(file) as tmp, tmp.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=PROGRESS_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)

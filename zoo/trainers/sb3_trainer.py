@@ -19,11 +19,14 @@ from zoo import factory, progress
 from zoo.config import ConfigError, RunConfig, deep_merge, nearest
 from zoo.evaluation import (
     KeepBestCallback,
+    episode_lists,
+    eval_json,
     evaluate_modes,
     evaluate_policy,
     final_steps_return,
     summary,
 )
+from zoo.metrics import MetricsLogger
 from zoo.trainers.sb3_state import (
     load_model,
     load_replay_buffer,
@@ -310,11 +313,13 @@ class SB3Trainer:
         restore = resume and (ckpt / "last.zip").exists()
         done = int(read_counters(ckpt / "last.zip").get("num_timesteps", 0)) if restore else 0
         logger = configure(str(path / "logs" / f"part{part}"), ["csv", "tensorboard"])
+        metrics = MetricsLogger(path, done if resume else None)  # resumed: rows past `done` go
+        logger.output_formats.append(metrics.sb3_writer())
 
         n_timesteps = plan[-1][1]
         save_freq = int(run.body.get("save_freq", 0) or default_save_freq(n_timesteps))
         checkpoint = CheckpointCallback(path, save_freq)
-        cbs: list[Any] = [checkpoint]
+        cbs: list[Any] = [checkpoint, metrics.episode_callback()]
         eval_env = None
         if run.eval.freq:
             # Curricula are evaluated on their last (target) task throughout.
@@ -361,6 +366,7 @@ class SB3Trainer:
                 handle.write_status(num_timesteps=int(model.num_timesteps))
             raise
         finally:
+            metrics.close()
             if eval_env is not None:
                 eval_env.close()
         if model is None:  # resumed after the last step (e.g. cut during the final test)
@@ -476,16 +482,7 @@ class SB3Trainer:
         seed = run.eval.test_seed if seed is None else int(seed)
         file, norm = self.model_file(path, which)
         steps, results = self._evaluate_file(run, file, norm, n, seed)
-        out: dict[str, Any] = {
-            "experiment": run.experiment,
-            "tag": run.tag,
-            "budget": run.budget,
-            "model": file.relative_to(path).as_posix(),
-            "num_timesteps": steps,
-            "test_seed": seed,
-            "n_episodes": n,
-            "policies": summary(results),
-        }
+        out = eval_json(run, path, file, seed, n, results, num_timesteps=steps)
         if run.eval.final_steps:  # seed 003's metric leads, the test episodes beside it
             training = final_steps_return(path / "monitor", run.eval.final_steps)
             out = {"training_return": training, **out}
@@ -497,7 +494,5 @@ class SB3Trainer:
                 "num_timesteps": steps,
                 "policies": summary(last_results),
             }
-        out["episodes"] = {
-            k: {"rewards": r["rewards"], "lengths": r["lengths"]} for k, r in results.items()
-        }
+        out["episodes"] = episode_lists(results)
         return out

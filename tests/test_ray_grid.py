@@ -1,0 +1,243 @@
+"""Tests for zoo.ray_grid: every matrix cell as a Ray task, resumable and retried."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from zoo.cli import main
+from zoo.config import ConfigError, EvalConfig, RunConfig, load_runs
+from zoo.ray_grid import (
+    _check_feasible,
+    cell_folders,
+    cell_resources,
+    grid_address,
+    plan_cell,
+    plan_grid,
+    run_grid,
+)
+from zoo.runs import RunLock, new_run_dir
+
+# Two cheap resumable PPO cells (seeds 0 and 1).
+CARTPOLE: dict[str, Any] = {
+    "algo": "ppo",
+    "env": "CartPole-v1",
+    "policy": "MlpPolicy",
+    "n_steps": 32,
+    "batch_size": 32,
+    "n_epochs": 1,
+    "n_timesteps": 64,
+    "policy_kwargs": {"net_arch": [8]},
+    "eval": {"final_episodes": 2},
+    "matrix": {"seed": [0, 1]},
+}
+
+
+def write_config(tmp_path: Path, body: dict[str, Any], name: str = "grid") -> Path:
+    path = tmp_path / f"{name}.yml"
+    path.write_text(yaml.safe_dump({name: body}, sort_keys=False))
+    return path
+
+
+def run_of(body: dict[str, Any]) -> RunConfig:
+    return RunConfig("x", "", "full", {"algo": "ppo", **body}, EvalConfig())
+
+
+def fake_folder(run: RunConfig, root: Path, state: str, eval_json: bool = False) -> Path:
+    """A run folder as the local runner leaves it, without training."""
+    path = new_run_dir(run, root)
+    (path / "config.yml").write_text(run.to_yaml())
+    status = {"state": state, "budget": run.budget, "tag": run.tag, "seed": run.seed}
+    (path / "status.json").write_text(json.dumps(status))
+    if eval_json:
+        (path / "eval.json").write_text("{}")
+    return path
+
+
+# --- planning and resources (no Ray needed) -------------------------------------------------
+
+
+def test_resources_default_from_threads_and_device() -> None:
+    assert cell_resources(run_of({})) == {"num_cpus": 1, "num_gpus": 0}
+    run = run_of({"torch_threads": 4, "device": "cuda"})
+    assert cell_resources(run) == {"num_cpus": 4, "num_gpus": 1}
+    run.body["resources"] = {"num_cpus": 0.5, "num_gpus": 0, "memory": 2**30}
+    assert cell_resources(run) == {"num_cpus": 0.5, "num_gpus": 0, "memory": 2**30}
+
+
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [
+        ({"gpus": 1}, "unknown key 'resources.gpus'. Did you mean 'num_gpus'"),
+        ({"num_cpus": -1}, "'resources.num_cpus' must be a number >= 0"),
+        ({"num_gpus": True}, "'resources.num_gpus' must be a number >= 0"),
+        ({"custom": {"tpu": "many"}}, "'resources.custom.tpu' must be a number >= 0"),
+        ([1, 2], "'resources' must be a mapping"),
+    ],
+)
+def test_bad_resources_are_one_clear_error(resources: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        cell_resources(run_of({"resources": resources}))
+
+
+def test_resources_key_is_accepted_and_type_checked_by_every_config(tmp_path: Path) -> None:
+    body = {**CARTPOLE, "resources": {"num_cpus": 2}, "ray_address": "auto"}
+    runs = load_runs(write_config(tmp_path, body))
+    assert [r.body["resources"] for r in runs] == [{"num_cpus": 2}] * 2
+    with pytest.raises(ConfigError, match="'resources' must be dict"):
+        load_runs(write_config(tmp_path, {**CARTPOLE, "resources": 2}))
+
+
+def test_address_precedence() -> None:
+    runs = [run_of({"ray_address": "auto"}), run_of({})]
+    assert grid_address(runs) == "auto"
+    assert grid_address(runs, "ray://head:10001") == "ray://head:10001"
+    assert grid_address([run_of({})]) is None
+    with pytest.raises(ConfigError, match="different ray_address"):
+        grid_address([run_of({"ray_address": "auto"}), run_of({"ray_address": "h:6379"})])
+
+
+def test_plan_skips_finished_resumes_unfinished_and_ignores_other_configs(
+    tmp_path: Path,
+) -> None:
+    first, second = load_runs(write_config(tmp_path, CARTPOLE))
+    assert plan_cell(first, tmp_path).state == "new"
+    done = fake_folder(first, tmp_path, "finished", eval_json=True)
+    cut = fake_folder(second, tmp_path, "interrupted")
+    # the same cell under other overrides, or another budget, is another run
+    other = load_runs(write_config(tmp_path, CARTPOLE), overrides={"n_timesteps": 128})[1]
+    fake_folder(other, tmp_path, "failed")
+    assert cell_folders(second, tmp_path) == [cut]
+    plan = plan_grid(write_config(tmp_path, CARTPOLE), root=tmp_path)
+    assert [(c.state, c.path) for c in plan] == [("skipped", done), ("resume", cut)]
+    # "finished" without eval.json (cut while writing it) is resumed
+    (done / "eval.json").unlink()
+    assert (plan_cell(first, tmp_path).state, plan_cell(first, tmp_path).path) == ("resume", done)
+    # the same config trained under another budget is another cell
+    (done / "status.json").write_text(json.dumps({"state": "failed", "budget": "cpu"}))
+    assert plan_cell(first, tmp_path).state == "new"
+
+
+def test_plan_trains_a_non_resumable_algo_afresh(tmp_path: Path) -> None:
+    (run,) = load_runs("mnist", budget="smoke", overrides={"model": "cnn"})
+    fake_folder(run, tmp_path, "failed")
+    assert plan_cell(run, tmp_path).state == "new"  # classifier runs cannot resume
+
+
+def test_infeasible_cells_fail_on_a_local_instance_and_warn_on_a_cluster(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    class Cluster:
+        @staticmethod
+        def cluster_resources() -> dict[str, float]:
+            return {"CPU": 2.0, "memory": 1e9}
+
+    (cell,) = plan_grid(run_of({"device": "cuda"}))
+    options = {id(cell): cell_resources(cell.run)}
+    with pytest.raises(ConfigError, match="asks for GPU=1 but the Ray cluster has 0"):
+        _check_feasible(Cluster(), [cell], options, strict=True)
+    _check_feasible(Cluster(), [cell], options, strict=False)
+    assert "warning: x asks for GPU=1" in capsys.readouterr().err
+
+
+def test_cli_without_ray_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    root = tmp_path / "runs"
+    code = main(["train", "mnist", "--budget", "smoke", "--ray", "--root", str(root)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err == ["attn-zoo: error: --ray needs Ray, which is not installed: "
+                   "pip install 'attn-zoo[ray]'"]  # fmt: skip
+    assert not root.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--run-dir", "x"], "takes no --run-dir"), (["--resume", "x"], "train command again")],
+)
+def test_cli_ray_refuses_single_run_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(["train", "mnist", "--budget", "smoke", "--ray", *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+# --- on a local Ray instance ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Any:
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_smoke_grid_then_second_invocation_skips(local_ray: Any, tmp_path: Path) -> None:
+    out = io.StringIO()
+    result = run_grid("mnist", budget="smoke", root=tmp_path, stream=out)
+    assert result.ok and [c.state for c in result.cells] == ["finished", "finished"]
+    folders = sorted(p.parent for p in tmp_path.rglob("eval.json"))
+    # the local runner's layout: root/experiment/cell/seed-time
+    assert [p.relative_to(tmp_path).parts[:2] for p in folders] == [
+        ("mnist", "cnn"),
+        ("mnist", "relational"),
+    ]
+    for cell in result.cells:
+        assert json.loads((cell.path / "status.json").read_text())["state"] == "finished"
+        assert "test_accuracy" in cell.result
+    again = run_grid("mnist", budget="smoke", root=tmp_path, stream=io.StringIO())
+    assert [c.state for c in again.cells] == ["skipped", "skipped"]
+    assert sorted(p.parent for p in tmp_path.rglob("config.yml")) == folders
+
+
+def test_failed_cell_is_retried_reported_then_resumed(
+    local_ray: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = str(write_config(tmp_path, CARTPOLE))
+    root = tmp_path / "runs"
+    first = run_grid(config, root=root, stream=io.StringIO())
+    assert first.ok
+    # seed 1 died during its final test, and a live process still holds its folder
+    cut = first.cells[1].path
+    (cut / "eval.json").unlink()
+    status = json.loads((cut / "status.json").read_text())
+    (cut / "status.json").write_text(json.dumps({**status, "state": "failed"}))
+    command = [
+        "train",
+        config,
+        "--budget",
+        "full",
+        "--ray",
+        "--max-retries",
+        "1",
+        "--root",
+        str(root),
+    ]
+    with RunLock(cut):
+        code = main(command)
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "2 cells: 0 trained, 1 already finished (skipped), 1 failed" in out
+    assert f"FAILED grid seed 1 after 2 attempt(s): {cut}: RunLockedError" in out
+    assert not (cut / "eval.json").exists()
+    # the lock is gone: the same command resumes the cell in its own folder
+    assert main(command) == 0
+    assert "2 cells: 1 trained, 1 already finished (skipped), 0 failed" in capsys.readouterr().out
+    assert json.loads((cut / "status.json").read_text())["state"] == "finished"
+    assert (cut / "eval.json").is_file()
+    assert len(list(root.rglob("config.yml"))) == 2  # no new folder
+
+
+def test_negative_retries_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="max_retries must be an integer >= 0"):
+        run_grid("mnist", budget="smoke", root=tmp_path, max_retries=-1)
+    assert not tmp_path.joinpath("mnist").exists()

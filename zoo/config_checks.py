@@ -1,0 +1,314 @@
+"""What a resolved config may hold: the error type, the evaluation block, the run record and
+the key, type and range checks every run passes before anything is written.
+
+Everything here is re-exported by :mod:`zoo.config` (its public home): import from there.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config that cannot run: unknown key, wrong type, unknown class, misfit wrapper."""
+
+
+ConfigError.__module__ = "zoo.config"  # its public home (tracebacks, docs, pickles)
+
+
+def nearest(name: str, choices: Iterable[str], n: int = 3) -> str:
+    """``" Did you mean 'x'?"`` for the closest choices, or ``""``."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=n, cutoff=0.6)
+    return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+def safe_yaml(text: str, where: str) -> Any:
+    """``yaml.safe_load`` with one-line errors naming ``where``; tags such as
+    ``!!python/object`` are refused (``safe_load`` never constructs objects).
+
+    Example:
+        >>> safe_yaml("a: !!python/object/apply:os.system [ls]", "x.yml")
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: x.yml: unsafe or unknown YAML tag '...:os.system' (line 1)
+    """
+    try:
+        return yaml.safe_load(text)
+    except yaml.constructor.ConstructorError as err:
+        mark = f" (line {err.problem_mark.line + 1})" if err.problem_mark else ""
+        problem = " ".join(str(err.problem or "").split())
+        if "constructor for the tag" in problem:
+            tag = problem.rsplit("tag ", 1)[-1].strip("'")
+            raise ConfigError(f"{where}: unsafe or unknown YAML tag {tag!r}{mark}") from None
+        raise ConfigError(f"{where}: cannot read a YAML value{mark}: {problem}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or type(err).__name__
+        raise ConfigError(f"{where}: YAML syntax error{line}: {problem}") from None
+
+
+def require_int(value: Any, name: str, minimum: int = 0) -> int:
+    """``value`` if it is an ``int`` >= ``minimum``, else a :class:`ConfigError` naming it.
+
+    The zoo's one integer check (bools are refused: ``freq: true`` is a slip, not a count).
+
+    Example:
+        >>> require_int(3, "eval.freq")
+        3
+        >>> require_int(True, "eval.n_envs", minimum=1)
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: eval.n_envs must be a positive integer, got True
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(
+            minimum, f"an integer >= {minimum}"
+        )
+        raise ConfigError(f"{name} must be {kind}, got {value!r}")
+    return value
+
+
+@dataclass
+class EvalConfig:
+    """How a run is evaluated, during training (keep-best) and at the end (``eval.json``).
+
+    Attributes:
+        freq: env steps between evaluations during training; 0 evaluates only at the end.
+        n_episodes: episodes per policy per evaluation during training.
+        final_episodes: test episodes per policy written to ``eval.json``.
+        final_steps: when > 0, ``eval.json`` leads with the mean return of the training
+            episodes that end in the final ``final_steps`` time steps, from the Monitor logs
+            (seed 003's table 1 metric; see :func:`zoo.evaluation.final_steps_return`).
+        n_envs: parallel evaluation envs (episodes are split evenly across them).
+        policies: name -> ``"deterministic"``, ``"stochastic"`` or an ε in ``[0, 1]``
+            (ε-greedy around the deterministic action, for value-based agents).
+        final_policies: more policies of the same form, for the final test only (they cost
+            no time during training).
+        select: ``"<policy>/<metric>"`` that picks the best model (``success_rate``,
+            ``mean_reward``, ``mean_length``); ties go to the later, more trained model.
+        success: how an episode counts as solved: ``"terminated"`` (ended by termination,
+            not by the time limit), ``"is_success"`` (the env's info flag) or ``None``.
+        seed: seed of the evaluation envs during training (the same episodes each time,
+            so checkpoints are compared on equal terms).
+        test_seed: seed of the final test episodes, disjoint from ``seed``.
+    """
+
+    freq: int = 0
+    n_episodes: int = 10
+    final_episodes: int = 100
+    final_steps: int = 0
+    n_envs: int = 1
+    policies: dict[str, Any] = field(default_factory=lambda: {"deterministic": "deterministic"})
+    final_policies: dict[str, Any] = field(default_factory=dict)
+    select: str | None = None
+    success: str | None = None
+    seed: int = 1_000_000
+    test_seed: int = 2_000_000
+
+    METRICS = ("success_rate", "mean_reward", "mean_length")
+
+    def __post_init__(self) -> None:
+        for name in (
+            "freq", "n_episodes", "final_episodes", "final_steps", "n_envs", "seed", "test_seed"
+        ):  # fmt: skip
+            minimum = 1 if name in ("n_envs", "n_episodes") else 0
+            require_int(getattr(self, name), f"eval.{name}", minimum=minimum)
+        if not isinstance(self.policies, dict) or not self.policies:
+            raise ConfigError(f"eval.policies must be a non-empty mapping, got {self.policies!r}")
+        if not isinstance(self.final_policies, dict):
+            raise ConfigError(f"eval.final_policies must be a mapping, got {self.final_policies!r}")
+        for block, modes in (("policies", self.policies), ("final_policies", self.final_policies)):
+            for name, mode in modes.items():
+                ok = mode in ("deterministic", "stochastic") or (
+                    isinstance(mode, (int, float)) and not isinstance(mode, bool) and 0 <= mode <= 1
+                )
+                if not ok:
+                    raise ConfigError(
+                        f"eval.{block}.{name} must be 'deterministic', 'stochastic' or an "
+                        f"epsilon in [0, 1], got {mode!r}"
+                    )
+        if self.success not in (None, "terminated", "is_success"):
+            raise ConfigError(
+                f"eval.success must be 'terminated', 'is_success' or null, got {self.success!r}"
+            )
+        if self.select is None:
+            first = next(iter(self.policies))
+            self.select = f"{first}/{'success_rate' if self.success else 'mean_reward'}"
+        policy, _, metric = self.select.partition("/")
+        if policy not in self.policies:
+            raise ConfigError(
+                f"eval.select names policy {policy!r}, not in eval.policies "
+                f"({', '.join(self.policies)}).{nearest(policy, self.policies)}"
+            )
+        if metric not in self.METRICS or (metric == "success_rate" and not self.success):
+            raise ConfigError(
+                f"eval.select metric {metric!r} must be one of {', '.join(self.METRICS)} "
+                f"(success_rate needs eval.success).{nearest(metric, self.METRICS)}"
+            )
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any] | None) -> EvalConfig:
+        if raw is not None and not isinstance(raw, Mapping):
+            raise ConfigError(f"'eval' must be a mapping of evaluation settings, got {raw!r}")
+        raw = dict(raw or {})
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in raw:
+            if key not in names:
+                raise ConfigError(f"unknown key 'eval.{key}'.{nearest(key, names)}")
+        return cls(**raw)
+
+
+# Keys every config may have, with the types they accept (None: any).
+COMMON_KEYS: dict[str, tuple[type, ...] | None] = {
+    "description": (str,),
+    "algo": (str,),
+    "seed": (int,),
+    "n_timesteps": (int,),
+    "device": (str,),
+    "eval": (dict,),
+    "save_freq": (int,),
+    "budgets": (dict,),
+    "matrix": (dict,),
+    "resources": (dict,),  # per matrix cell under --ray (zoo.ray_grid.cell_resources)
+    "ray_address": (str,),  # the Ray cluster of --ray (and of the cmaes ray evaluator)
+}
+
+
+@dataclass
+class RunConfig:
+    """One fully resolved run: a config with its budget, overrides and matrix cell applied.
+
+    Attributes:
+        experiment: the experiment name (the key in the family file).
+        tag: the matrix cell (``"Pong-fc"``), ``""`` for a config without a matrix.
+        budget: the budget applied.
+        body: every key of the config (algorithm hyper-parameters included), as YAML values.
+        eval: the parsed evaluation block.
+        source: the file the config came from.
+    """
+
+    experiment: str
+    tag: str
+    budget: str
+    body: dict[str, Any]
+    eval: EvalConfig
+    source: str = ""
+
+    @property
+    def algo(self) -> str:
+        return self.body["algo"]
+
+    @property
+    def seed(self) -> int:
+        return int(self.body.get("seed", 0))
+
+    @property
+    def name(self) -> str:
+        return f"{self.experiment}/{self.tag}" if self.tag else self.experiment
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.body.get(key, default)
+
+    def to_yaml(self) -> str:
+        """The run as a loadable single-experiment YAML file (what ``config.yml`` holds)."""
+        body = copy.deepcopy(self.body)
+        body["eval"] = dataclasses.asdict(self.eval)
+        body.pop("budgets", None)
+        body.pop("matrix", None)
+        header = (
+            f"# {self.name} (budget {self.budget}), resolved by attn-zoo from "
+            f"{self.source or 'an in-memory config'}\n"
+        )
+        return header + yaml.safe_dump({self.experiment: body}, sort_keys=False)
+
+
+def _max_threads() -> int:
+    return 4 * (os.cpu_count() or 1)
+
+
+# Inclusive integer bounds of budgets and sizes (beyond them runs crash, hang or exhaust
+# memory long after the folder exists: torch_threads=100000 segfaults).
+INT_RANGES: dict[str, tuple[int, int | Callable[[], int]]] = {
+    "n_timesteps": (1, 10**12),
+    "n_generations": (1, 10**9),
+    "n_rounds": (1, 10**9),
+    "max_episode_steps": (1, 10**9),
+    "buffer_size": (1, 10**10),
+    "batch_size": (1, 10**8),
+    "save_freq": (0, 10**12),
+    "n_envs": (1, 1024),
+    "n_workers": (1, 1024),
+    "torch_threads": (1, _max_threads),
+    "population": (2, 10**7),
+    "repeats": (1, 10**6),
+    "epochs": (1, 10**7),
+    "frame_stack": (1, 1024),
+    "n_steps": (1, 10**9),
+    "learning_starts": (0, 10**12),
+    "gradient_steps": (-1, 10**6),
+}
+
+
+def check_ranges(run: RunConfig) -> None:
+    """Budgets and sizes in range, ``gamma`` in [0, 1], ``sigma0`` finite and positive.
+
+    Example:
+        >>> body = {"algo": "ppo", "torch_threads": 100000}
+        >>> check_ranges(RunConfig("x", "", "full", body, EvalConfig()))
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: x: 'torch_threads' must be between 1 and ..., got 100000
+    """
+    for key, (low, high) in INT_RANGES.items():
+        value = run.body.get(key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        top = high() if callable(high) else high
+        if not low <= value <= top:
+            raise ConfigError(f"{run.name}: {key!r} must be between {low} and {top}, got {value}")
+    gamma = run.body.get("gamma")
+    if isinstance(gamma, (int, float)) and not isinstance(gamma, bool) and not 0 <= gamma <= 1:
+        raise ConfigError(f"{run.name}: 'gamma' must be in [0, 1], got {gamma}")
+    for key in ("sigma0", "learning_rate"):
+        value = run.body.get(key)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if number and not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{run.name}: {key!r} must be finite and positive, got {value}")
+
+
+def check_type(where: str, key: str, value: Any, types: tuple[type, ...] | None) -> None:
+    if types is None or value is None:
+        return
+    if bool in types and isinstance(value, bool):
+        return
+    if isinstance(value, bool) and bool not in types:
+        raise ConfigError(f"{where}: {key!r} must be {_type_names(types)}, got {value!r}")
+    if float in types and isinstance(value, int):
+        return
+    if not isinstance(value, types):
+        raise ConfigError(
+            f"{where}: {key!r} must be {_type_names(types)}, got {type(value).__name__} {value!r}"
+        )
+
+
+def _type_names(types: tuple[type, ...]) -> str:
+    return " or ".join(t.__name__ for t in types)
+
+
+def check_keys(run: RunConfig, known: Iterable[str]) -> None:
+    known = set(known)
+    for key, value in run.body.items():
+        if key not in known:
+            raise ConfigError(f"{run.name}: unknown key {key!r}.{nearest(key, known)}")
+        if key in COMMON_KEYS:
+            check_type(run.name, key, value, COMMON_KEYS[key])

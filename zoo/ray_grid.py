@@ -1,0 +1,457 @@
+"""Every matrix cell of an experiment as a Ray task (``attn-zoo train NAME --ray [ADDRESS]``).
+
+Each cell trains in an ordinary run folder at the path the local runner uses
+(``<root>/<experiment>[/<cell>]/<seed>-<time>/``), so ``resume``, ``evaluate``, ``plot`` and
+the rest work on it unchanged. The driver plans the grid from the folders already there:
+
+- a folder of the same cell (same resolved ``config.yml``, budget and cell) that has
+  ``finished`` is skipped;
+- an unfinished one (interrupted, failed, killed) is resumed from its last checkpoint
+  (``classifier`` and ``bc`` runs cannot resume: they train afresh in a new folder);
+- otherwise the driver creates a new folder and a task trains into it.
+
+So re-running the same command after a crash or Ctrl-C finishes the grid. A failed task
+(an exception, a dead worker or node) is resubmitted up to ``max_retries`` times, resuming
+its folder; cells that still fail are listed at the end (exit code 1 from the CLI), never
+dropped. Ray is an optional dependency (``pip install 'attn-zoo[ray]'``), imported only here.
+
+Config keys (optional, any experiment)::
+
+    resources: {num_cpus: 2, num_gpus: 1}   # per cell; also memory (bytes),
+                                            # accelerator_type, custom: {name: amount}
+    ray_address: auto                       # join this cluster (``--ray ADDRESS`` wins)
+
+Without ``resources`` a cell asks for ``torch_threads`` CPUs (1 if unset) and one GPU when
+its ``device`` is ``cuda``. The driver, and with it the run folders, must see the same
+filesystem as every worker (one machine, or ``--root`` on a shared mount such as NFS): a
+task that cannot see its folder fails with a message saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from zoo.config import ConfigError, RunConfig, load_runs
+
+DEFAULT_MAX_RETRIES = 2
+"""Resubmissions of a failed cell before it is reported as failed."""
+
+NOT_RESUMABLE = frozenset({"classifier", "bc"})
+"""``algo`` values whose trainers refuse ``resume`` (minutes to train): a retry starts afresh."""
+
+_NUMBER_KEYS = ("num_cpus", "num_gpus", "memory")
+RESOURCE_KEYS = (*_NUMBER_KEYS, "accelerator_type", "custom")
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or one :class:`ConfigError` line saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            "--ray needs Ray, which is not installed: pip install 'attn-zoo[ray]'"
+        ) from None
+    return ray
+
+
+def _number(where: str, key: str, value: Any) -> float:
+    bad = isinstance(value, bool) or not isinstance(value, (int, float))
+    if bad or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{where}: 'resources.{key}' must be a number >= 0, got {value!r}")
+    return value
+
+
+def cell_resources(run: RunConfig) -> dict[str, Any]:
+    """The Ray task options of one cell, from its ``resources`` key (or the defaults above).
+
+    Example:
+        >>> from zoo.config import EvalConfig
+        >>> run = RunConfig("x", "", "full", {"algo": "ppo", "torch_threads": 2}, EvalConfig())
+        >>> cell_resources(run)
+        {'num_cpus': 2, 'num_gpus': 0}
+        >>> run.body["resources"] = {"num_gpus": 1, "custom": {"pong": 1}}
+        >>> cell_resources(run)
+        {'num_cpus': 2, 'num_gpus': 1, 'resources': {'pong': 1}}
+        >>> run.body["resources"] = {"num_cpu": 1}
+        >>> cell_resources(run)
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: x: unknown key 'resources.num_cpu'. Did you mean 'num_cpus', ...
+    """
+    from zoo.config import nearest
+
+    spec = run.body.get("resources") or {}
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"{run.name}: 'resources' must be a mapping, got {spec!r}")
+    device = str(run.body.get("device", ""))
+    out: dict[str, Any] = {
+        "num_cpus": run.body.get("torch_threads") or 1,
+        "num_gpus": 1 if device.startswith("cuda") else 0,
+    }
+    for key, value in spec.items():
+        if key not in RESOURCE_KEYS:
+            raise ConfigError(
+                f"{run.name}: unknown key 'resources.{key}'.{nearest(key, RESOURCE_KEYS)} "
+                f"Known: {', '.join(RESOURCE_KEYS)}"
+            )
+        if key in _NUMBER_KEYS:
+            out[key] = _number(run.name, key, value)
+        elif key == "accelerator_type":
+            if not isinstance(value, str):
+                raise ConfigError(f"{run.name}: 'resources.accelerator_type' must be a string")
+            out[key] = value
+        else:
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{run.name}: 'resources.custom' must be a mapping")
+            out["resources"] = {
+                str(k): _number(run.name, f"custom.{k}", v) for k, v in value.items()
+            }
+    return out
+
+
+def grid_address(runs: list[RunConfig], address: str | None = None) -> str | None:
+    """Where Ray is: ``address`` if given, else the cells' ``ray_address``, else ``None``
+    (a local instance, or the one ``RAY_ADDRESS`` names)."""
+    if address:
+        return address
+    found = {run.body.get("ray_address") for run in runs} - {None, ""}
+    if len(found) > 1:
+        raise ConfigError(f"the cells name different ray_address values: {sorted(found)}")
+    return found.pop() if found else None
+
+
+@dataclass
+class Cell:
+    """One matrix cell of a grid and what became of it.
+
+    Attributes:
+        run: the resolved cell.
+        path: its run folder (``None`` until one is chosen).
+        state: ``"new"``, ``"resume"`` or ``"skipped"`` (finished before) when planned;
+            ``"finished"`` or ``"failed"`` after :func:`run_grid`.
+        attempts: tasks submitted for it.
+        error: the last failure, one line.
+        result: its ``eval.json`` once finished.
+    """
+
+    run: RunConfig
+    path: Path | None = None
+    state: str = "new"
+    attempts: int = 0
+    error: str | None = None
+    result: dict[str, Any] | None = None
+
+
+def _yaml_body(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+
+
+def _status(folder: Path) -> dict[str, Any]:
+    try:
+        status = yaml.safe_load((folder / "status.json").read_text())  # JSON is YAML
+    except (OSError, yaml.YAMLError):
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def same_cell(folder: Path, run: RunConfig) -> bool:
+    """Whether ``folder`` is a run of ``run``: the same resolved config, budget and cell."""
+    try:
+        text = (folder / "config.yml").read_text()
+    except OSError:
+        return False
+    if _yaml_body(text) != _yaml_body(run.to_yaml()):
+        return False
+    status = _status(folder)
+    return status.get("budget") == run.budget and status.get("tag", "") == run.tag
+
+
+def cell_folders(run: RunConfig, root: str | Path = "runs") -> list[Path]:
+    """Existing run folders of this cell under ``root``, oldest first."""
+    base = Path(root) / run.experiment
+    if run.tag:
+        base = base / run.tag
+    if not base.is_dir():
+        return []
+    found = [p for p in base.glob(f"{run.seed}-*") if p.is_dir() and same_cell(p, run)]
+    return sorted(found, key=lambda p: p.name)
+
+
+def resumable(run: RunConfig) -> bool:
+    return run.algo not in NOT_RESUMABLE
+
+
+def _finished(folder: Path | None) -> bool:
+    if folder is None:
+        return False
+    return _status(folder).get("state") == "finished" and (folder / "eval.json").is_file()
+
+
+def plan_cell(run: RunConfig, root: str | Path = "runs") -> Cell:
+    """What to do with one cell: skip a finished folder, resume the latest unfinished one
+    (when the trainer can), or start a new one (``path`` ``None``: made at submission)."""
+    folders = cell_folders(run, root)
+    for folder in folders:
+        if _finished(folder):
+            return Cell(run, folder, "skipped")
+    if folders and resumable(run):
+        return Cell(run, folders[-1], "resume")
+    return Cell(run, None, "new")
+
+
+def plan_grid(
+    experiment: str | Path | RunConfig,
+    budget: str = "full",
+    overrides: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    root: str | Path = "runs",
+) -> list[Cell]:
+    """Every cell of the experiment with the folder it will use (see :func:`plan_cell`)."""
+    if isinstance(experiment, RunConfig):
+        runs = [experiment]
+    else:
+        runs = load_runs(experiment, budget=budget, overrides=overrides, seed=seed)
+    return [plan_cell(run, root) for run in runs]
+
+
+def _train_cell(
+    run: RunConfig, path: str, resume: bool, command: str, progress_every: float | None
+) -> dict[str, Any]:
+    """The task body: train (or resume) one cell in its folder; its ``eval.json``."""
+    import zoo
+    from zoo import progress
+
+    folder = Path(path)
+    host = socket.gethostname()
+    if not folder.is_dir():
+        raise ConfigError(
+            f"run folder {folder} does not exist on {host}: the run root must be on a "
+            "filesystem every Ray node shares (e.g. NFS), or run on one machine"
+        )
+    progress.configure(on=progress_every is not None, every=progress_every or 30.0)
+    handle = zoo.resume(folder) if resume else zoo.train(run, run_dir=folder, command=command)
+    return handle.eval
+
+
+@dataclass
+class GridResult:
+    """The cells of a grid after :func:`run_grid`."""
+
+    cells: list[Cell]
+
+    def with_state(self, state: str) -> list[Cell]:
+        return [cell for cell in self.cells if cell.state == state]
+
+    @property
+    def failed(self) -> list[Cell]:
+        return self.with_state("failed")
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def summary(self) -> str:
+        """One line of counts, then one line per failed cell."""
+        counts = {s: len(self.with_state(s)) for s in ("finished", "skipped", "failed")}
+        lines = [
+            f"{len(self.cells)} cells: {counts['finished']} trained, "
+            f"{counts['skipped']} already finished (skipped), {counts['failed']} failed"
+        ]
+        for cell in self.failed:
+            lines.append(
+                f"  FAILED {cell.run.name} seed {cell.run.seed} after {cell.attempts} "
+                f"attempt(s): {cell.path}: {cell.error}"
+            )
+        return "\n".join(lines)
+
+
+def _connect(ray: Any, address: str | None, init_kwargs: Mapping[str, Any] | None) -> bool:
+    """Connect to (or start) Ray unless already connected; whether this call did."""
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"address": address}
+    if address is None and not os.environ.get("RAY_ADDRESS"):
+        kwargs["include_dashboard"] = False  # a local instance: no dashboard needed
+    ray.init(**{**kwargs, **(init_kwargs or {})})
+    return True
+
+
+def _check_feasible(
+    ray: Any, cells: list[Cell], options: dict[int, dict[str, Any]], strict: bool
+) -> None:
+    """Cells asking for more than the whole cluster has would wait forever: an error on a
+    local instance this call started (``strict``), a warning on a cluster, whose autoscaler
+    may add nodes."""
+    total = ray.cluster_resources()
+    for cell in cells:
+        opts = options[id(cell)]
+        asks = {"CPU": opts.get("num_cpus", 0), "GPU": opts.get("num_gpus", 0)}
+        asks.update(opts.get("resources", {}))
+        if "memory" in opts:
+            asks["memory"] = opts["memory"]
+        for name, amount in asks.items():
+            if amount and amount > total.get(name, 0):
+                message = (
+                    f"{cell.run.name} asks for {name}={amount} but the Ray cluster has "
+                    f"{total.get(name, 0)}; lower its 'resources' or add nodes"
+                )
+                if strict:
+                    raise ConfigError(message)
+                print(f"warning: {message} (it waits for such a node)", file=sys.stderr)
+
+
+def run_grid(
+    experiment: str | Path | RunConfig,
+    budget: str = "full",
+    overrides: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    root: str | Path = "runs",
+    ray_address: str | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    command: str | None = None,
+    progress_every: float | None = None,
+    init_kwargs: Mapping[str, Any] | None = None,
+    stream: TextIO | None = None,
+) -> GridResult:
+    """Train every matrix cell of an experiment as a Ray task; finished cells are skipped.
+
+    Every cell to run is validated (a dry build of env and model) before the first folder
+    is created. Arguments as for :func:`zoo.train_all`, and:
+
+    Args:
+        ray_address: ``"auto"``, ``"ray://host:10001"`` or ``"host:6379"`` joins a cluster;
+            ``None`` uses the cells' ``ray_address``, else ``RAY_ADDRESS``, else starts a
+            local Ray instance. An already connected Ray (``ray.init`` by the caller) is used.
+        max_retries: resubmissions of a failed cell (>= 0).
+        progress_every: seconds between the workers' progress lines (``None``: none).
+        init_kwargs: more ``ray.init`` arguments.
+        stream: where the driver reports each cell (default ``sys.stdout``; ``None`` there).
+
+    Returns:
+        A :class:`GridResult`; check ``.ok`` (failed cells are listed, not raised).
+
+    Raises:
+        ConfigError: an invalid config or resources, Ray not installed, or ``max_retries``
+            negative.
+        KeyboardInterrupt: after cancelling the tasks, which save a checkpoint; run the
+            same call again to resume.
+    """
+    from zoo.runs import new_run_dir
+    from zoo.trainers import get_trainer
+
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+    ray = import_ray()
+    cells = plan_grid(experiment, budget, overrides, seed, root)
+    todo = [cell for cell in cells if cell.state != "skipped"]
+    options = {id(cell): cell_resources(cell.run) for cell in todo}
+    address = grid_address([cell.run for cell in cells], ray_address)
+    for cell in todo:
+        get_trainer(cell.run.algo).probe(cell.run)
+    out = stream if stream is not None else sys.stdout
+    command = command or shlex.join(sys.argv)
+
+    def say(line: str) -> None:
+        print(line, file=out, flush=True)
+
+    for cell in cells:
+        if cell.state == "skipped":
+            say(f"{cell.path}: finished before, skipped")
+    if not todo:
+        return GridResult(cells)
+    started = _connect(ray, address, init_kwargs)
+    pending: dict[Any, Cell] = {}
+    try:
+        local = started and address is None and not os.environ.get("RAY_ADDRESS")
+        _check_feasible(ray, todo, options, strict=local)
+        task = ray.remote(_train_cell)
+
+        def submit(cell: Cell) -> None:
+            resume = cell.path is not None and (cell.path / "config.yml").is_file()
+            if resume and not resumable(cell.run):
+                resume = False
+            if not resume:  # a fresh folder, also for a retry that never wrote its config
+                cell.path = new_run_dir(cell.run, root)
+            cell.attempts += 1
+            # retries are the driver's (it may pick a new folder), none inside Ray
+            opts = {**options[id(cell)], "max_retries": 0, "retry_exceptions": False}
+            ref = task.options(**opts).remote(
+                cell.run, str(cell.path), resume, command, progress_every
+            )
+            pending[ref] = cell
+            say(
+                f"{cell.path}: {'resuming' if resume else 'training'} {cell.run.name} "
+                f"seed {cell.run.seed} (attempt {cell.attempts})"
+            )
+
+        for cell in todo:
+            submit(cell)
+        while pending:
+            [ref], _ = ray.wait(list(pending), num_returns=1)
+            cell = pending.pop(ref)
+            try:
+                cell.result = ray.get(ref)
+            except ray.exceptions.RayError as err:
+                cell.error = _error_line(err)
+                if _finished(cell.path):  # it finished; only its reply was lost
+                    cell.result = json.loads((cell.path / "eval.json").read_text())
+                elif cell.attempts <= max_retries:
+                    say(f"{cell.path}: attempt {cell.attempts} failed ({cell.error}); retrying")
+                    submit(cell)
+                else:
+                    cell.state = "failed"
+                    say(f"{cell.path}: FAILED after {cell.attempts} attempt(s): {cell.error}")
+                if cell.result is None:
+                    continue
+            cell.state, cell.error = "finished", None
+            say(f"{cell.path}: finished")
+    except KeyboardInterrupt:
+        for ref in pending:
+            ray.cancel(ref)  # a KeyboardInterrupt in the task: it checkpoints and stops
+        ray.wait(list(pending), num_returns=len(pending), timeout=60)
+        raise
+    finally:
+        if started:
+            ray.shutdown()
+    return GridResult(cells)
+
+
+def _error_line(err: BaseException) -> str:
+    """The task's own exception in one line (Ray wraps it with a traceback)."""
+    cause = getattr(err, "cause", None)
+    if isinstance(cause, BaseException):
+        err = cause
+    text = " ".join(str(err).split()) or type(err).__name__
+    return f"{type(err).__name__}: {text}"[:500]
+
+
+def train_command(name: str, command: str, **kwargs: Any) -> int:
+    """``attn-zoo train NAME --ray``: the grid (``kwargs`` as for :func:`run_grid`), a
+    summary, and the exit code: 0, 1 if a cell failed, 130 after Ctrl-C."""
+    try:
+        result = run_grid(name, command=command, **kwargs)
+    except KeyboardInterrupt:
+        print(
+            f"\ninterrupted: the running cells saved a checkpoint; run `{command}` again "
+            "to resume them (finished cells are skipped)",
+            file=sys.stderr,
+        )
+        return 130
+    print(result.summary())
+    if not result.ok:
+        print(f"rerun `{command}` to retry the failed cells", file=sys.stderr)
+    return 0 if result.ok else 1

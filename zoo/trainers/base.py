@@ -1,0 +1,100 @@
+"""What the torch-trained runs (CMA-ES, DAgger, BC, classifier) share: JSON and state-dict
+files, per-trainer progress tables, TensorBoard and progress bars.
+
+Example:
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> table = ProgressTable(folder / "progress.csv", ["round", "loss"], key="round")
+    >>> for row in ({"round": 1, "loss": 0.5}, {"round": 2, "loss": 0.25}):
+    ...     table.write(row)
+    >>> table = ProgressTable(folder / "progress.csv", ["round", "loss"], "round", done=1)
+    >>> (folder / "progress.csv").read_text().split()
+    ['round,loss', '1,0.5']
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from attn_policies.atomic import atomic_path
+from zoo.config import ConfigError
+
+
+def read_json(file: Path) -> Any:
+    """A JSON file of the run folder; unreadable JSON is one :class:`ConfigError`."""
+    try:
+        return json.loads(Path(file).read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{file}: not readable JSON ({err})") from None
+
+
+def load_state_dict(module: nn.Module, file: Path, what: str) -> nn.Module:
+    """``module`` with the tensors of ``file`` (read as tensors only); tensors that do not
+    fit it are one :class:`ConfigError` naming ``what`` the module is."""
+    from zoo.trainers.sb3_state import tensors_of
+
+    try:
+        module.load_state_dict(tensors_of(file))
+    except RuntimeError as err:
+        raise ConfigError(f"{file}: does not fit the run's {what} ({err})") from None
+    return module
+
+
+def save_state_dict(module: nn.Module, file: Path) -> None:
+    """``module``'s state dict, written atomically (a kill leaves the old file)."""
+    with atomic_path(file) as tmp:
+        torch.save(module.state_dict(), tmp)
+
+
+class ProgressTable:
+    """A trainer's own wide CSV (``progress.csv``), one row per generation/round/epoch.
+
+    Args:
+        file: the CSV file.
+        fields: its columns (other keys of a written row are ignored).
+        key: the column counting rows (``generation``, ``round``, ...).
+        done: a resumed run's checkpoint count: rows past it are dropped; None starts the
+            file afresh.
+    """
+
+    def __init__(
+        self, file: Path, fields: Sequence[str], key: str, done: int | None = None
+    ) -> None:
+        self.file, self.fields = Path(file), list(fields)
+        rows = []
+        if done is not None and self.file.exists():
+            with self.file.open() as fh:
+                rows = [r for r in csv.DictReader(fh) if int(float(r[key])) <= done]
+        with atomic_path(self.file) as tmp, tmp.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=self.fields)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.file.open("a", newline="") as fh:
+            csv.DictWriter(fh, fieldnames=self.fields, extrasaction="ignore").writerow(record)
+
+
+def tensorboard(directory: Path) -> Any:
+    """A TensorBoard ``SummaryWriter`` into ``directory`` (None without tensorboard)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # pragma: no cover - tensorboard is a dependency
+        return None
+    return SummaryWriter(str(directory))
+
+
+def progress_bar(enabled: bool, total: int, done: int, unit: str) -> Any:
+    """A tqdm bar from ``done`` to ``total`` (None when not ``enabled``)."""
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, unit=unit)
