@@ -39,6 +39,7 @@ from attn_envs.mnist_data import (
     load_mnist,
     read_idx,
     synthetic_digits,
+    uci_digits,
     write_idx,
 )
 
@@ -53,6 +54,7 @@ __all__ = [
     "synthetic_digits",
     "transform_mnist",
     "transformed_test_set",
+    "uci_digits",
     "write_idx",
 ]
 

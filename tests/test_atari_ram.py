@@ -25,6 +25,7 @@ gym.register_envs(ale_py)
 
 E7_COUNTS = {"Pong": 8, "DemonAttack": 10, "Asteroids": 41}
 
+
 def _pong_ram(**kwargs: object) -> gym.Env:
     return gym.make("ALE/Pong-v5", obs_type="ram", **kwargs)
 

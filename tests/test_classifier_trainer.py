@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +160,44 @@ def test_validation_errors(
         zoo.load_runs(write_config(tmp_path, body))
     for text in must_contain:
         assert text in str(err.value)
+
+
+# --- the UCI handwritten digits (dataset: digits) ----------------------------------------------
+
+DIGITS = {**SMALL, "dataset": {"name": "digits", "n_train": 64, "n_test": 40}}
+
+
+def test_digits_run_trains_on_the_uci_split(tmp_path: Path) -> None:
+    from zoo.trainers.classifier_trainer import load_data
+
+    run = zoo.train(write_config(tmp_path, DIGITS), root=tmp_path / "runs")
+    assert run.status["state"] == "finished" and run.eval["n_test"] == SMALL["test_size"]
+    train_images, train_labels, test_images, test_labels = load_data(run.config)
+    assert (len(train_images), len(train_labels)) == (64, 64)
+    assert (len(test_images), len(test_labels)) == (40, 40)
+    assert train_images.shape[1:] == (28, 28)
+    (cell,) = zoo.load_runs("mnist_digits", budget="smoke", overrides={"model": "cnn"})
+    assert cell.body["dataset"] == {"name": "digits", "n_test": 500}
+
+
+@pytest.mark.parametrize(
+    "dataset",
+    [
+        {"name": "digits", "n_test": 1797},
+        {"name": "digits", "n_test": 0},
+        {"name": "digits", "n_test": 500, "n_train": 1298},
+        {"name": "digits", "n_test": "500"},
+    ],
+)
+def test_digits_sizes_are_checked(tmp_path: Path, dataset: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match="n_test"):
+        zoo.load_runs(write_config(tmp_path, {**SMALL, "dataset": dataset}))
+
+
+def test_digits_without_sklearn_fail_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    with pytest.raises(ConfigError, match=r"needs scikit-learn: pip install 'attn-zoo\[digits\]'"):
+        zoo.train(write_config(tmp_path, DIGITS), root=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()

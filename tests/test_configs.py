@@ -52,6 +52,9 @@ def test_has_smoke_and_full_budgets_and_smoke_is_smaller(name: str) -> None:
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_smoke_trains_every_cell(name: str, tmp_path: Path) -> None:
     cells = zoo.load_runs(name, budget="smoke")
+    for cell in cells:  # E4 BC's teacher is the authors' ant_mlp, imported (git-ignored)
+        if cell.algo == "dagger" and not Path(cell.body["teacher"]).exists():
+            pytest.skip(f"{name}: no teacher {cell.body['teacher']} (attn-zoo import it)")
     runs = zoo.train_all(name, budget="smoke", root=tmp_path)
     assert [r.config.tag for r in runs] == [c.tag for c in cells]
     for run in runs:

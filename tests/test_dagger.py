@@ -13,6 +13,7 @@ from attn_envs.envs.cartpole_swingup import CartPoleSwingUpVectorEnv
 from attn_policies.algorithms.dagger import (
     DAgger,
     DAggerConfig,
+    Episodes,
     beta_of,
     collect,
     fit_epoch,
@@ -113,9 +114,142 @@ def test_teacher_may_return_action_or_action_and_state() -> None:
     np.testing.assert_array_equal(plain.targets, paired.targets)
 
 
+def test_dagger_rounds_match_the_e3_golden_figures() -> None:
+    """The default (E3) path, pinned to figures of the code before the BC options existed."""
+    cfg = dataclasses.replace(CFG, keep_rounds=2)
+    dagger = DAgger(*make(), env_fn, cfg)
+    records = [dagger.step() for _ in range(4)]
+    assert records[-1]["env_steps"] == 785
+    assert records[-1]["loss"] == pytest.approx(0.06292066164314747, rel=1e-6)
+    flat = torch.nn.utils.parameters_to_vector(dagger.student.parameters()).detach()
+    assert float(flat.double().sum()) == pytest.approx(0.5495666193019133, rel=1e-6)
+
+
+def test_beta_may_be_teacher_only_or_a_constant() -> None:
+    assert [DAggerConfig(beta="teacher").beta_at(r) for r in range(4)] == [1.0] * 4
+    assert [DAggerConfig(beta=0.25).beta_at(r) for r in range(3)] == [0.25] * 3
+    assert [DAggerConfig().beta_at(r) for r in range(5)] == [beta_of(r) for r in range(5)]
+    dagger = DAgger(*make(), env_fn, dataclasses.replace(CFG, beta="teacher", keep_rounds=4))
+    for _ in range(3):
+        assert dagger.step()["beta"] == 1.0
+    for data in dagger.datasets:
+        np.testing.assert_array_equal(data.actions, data.targets)
+
+
+class Recorder(torch.nn.Module):
+    """A student that logs the batch size and previous action it is fed (one weight to fit)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.batches: list[int] = []
+        self.fed: list[torch.Tensor] = []
+
+    def forward(self, obs: torch.Tensor, state: object = None) -> tuple[torch.Tensor, object]:
+        from attn_policies.es_policies import PolicyState
+
+        self.batches.append(obs.shape[0])
+        if state is not None:
+            self.fed.append(state.prev_action.detach().clone())
+        action = self.w * obs[:, :1]
+        return action, PolicyState(keys=None, prev_action=action)  # type: ignore[arg-type]
+
+
+def episodes(t: int, b: int, seed: int = 0) -> Episodes:
+    rng = np.random.default_rng(seed)
+    return Episodes(
+        obs=rng.standard_normal((t, b, 5)).astype(np.float32),
+        perm=np.tile(np.arange(5), (b, 1)),
+        actions=rng.standard_normal((t, b, 1)).astype(np.float32),
+        targets=rng.standard_normal((t, b, 1)).astype(np.float32),
+        alive=np.ones((t, b), bool),
+    )
+
+
+@pytest.mark.parametrize("sigma", [0.0, 0.5])
+def test_previous_action_noise_is_added_only_when_asked(sigma: float) -> None:
+    data, student = episodes(40, 6), Recorder()
+    cfg = dataclasses.replace(CFG, prev_action_noise=sigma)
+    optimizer = torch.optim.SGD(student.parameters(), lr=0.0)
+    fit_epoch(student, optimizer, data, cfg, torch.Generator().manual_seed(0))
+    fed = torch.stack(student.fed)  # steps 1..39, fed a_{t-1}
+    noise = fed - torch.as_tensor(data.actions[:-1])
+    assert float(noise.std()) == pytest.approx(sigma, abs=0.1)
+    if not sigma:
+        assert torch.equal(noise, torch.zeros_like(noise))
+    with pytest.raises(ValueError, match="need a generator"):
+        fit_epoch(student, optimizer, data, dataclasses.replace(cfg, batch_episodes=2))
+
+
+def test_minibatches_of_whole_trajectories_cover_every_episode_once() -> None:
+    """batch_episodes=4 over 10 episodes of 40 steps: batches of 4, 4, 2, each unrolled over
+    all 40 steps (state carried across the windows of 8), every episode in exactly one."""
+    data, student = episodes(40, 10), Recorder()
+    data.obs[:, :, 0] = np.arange(10)  # episode i's first input is i at every step
+    seen: list[float] = []
+    hook = student.register_forward_pre_hook(lambda m, args: seen.append(args[0][:, 0].tolist()))
+    cfg = dataclasses.replace(CFG, batch_episodes=4)
+    optimizer = torch.optim.SGD(student.parameters(), lr=0.0)
+    fit_epoch(student, optimizer, data, cfg, torch.Generator().manual_seed(1))
+    hook.remove()
+    assert student.batches == [4] * 40 + [4] * 40 + [2] * 40
+    assert len(student.fed) == 3 * 39  # the state goes on across windows, reset per batch
+    firsts = [tuple(seen[i]) for i in (0, 40, 80)]
+    assert sorted(x for batch in firsts for x in batch) == list(range(10))
+    assert firsts != [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9)]  # drawn, not in order
+
+
+def test_collect_rounds_collect_first_then_train_epochs_on_all_of_it() -> None:
+    cfg = dataclasses.replace(
+        CFG, beta="teacher", collect_rounds=3, n_envs=4, batch_episodes=5, keep_rounds=1
+    )
+    student = Recorder()
+    dagger = DAgger(student, make()[1], env_fn, cfg)
+    records = [dagger.step() for _ in range(3)]
+    assert all(np.isnan(r["loss"]) for r in records)  # collection only
+    # teacher-only collection never runs the student
+    assert student.batches == [] and float(student.w.detach()) == 0.0
+    assert len(dagger.datasets) == 3 and dagger.dataset_rounds == [1, 2, 3]
+    steps, length = dagger.env_steps, max(d.alive.shape[0] for d in dagger.datasets)
+    for epoch in range(2):
+        student.batches.clear()
+        assert not np.isnan(dagger.step()["loss"])
+        # one pass over all 12 episodes, in minibatches of 5, 5, 2 whole trajectories
+        assert student.batches == [5] * length + [5] * length + [2] * length, epoch
+    assert dagger.env_steps == steps and len(dagger.datasets) == 3  # no more data
+    assert float(student.w.detach()) != 0.0
+
+
+def test_bc_mode_save_and_restore_continue_bit_for_bit(tmp_path: Path) -> None:
+    cfg = dataclasses.replace(
+        CFG, beta="teacher", collect_rounds=2, batch_episodes=4, prev_action_noise=0.03
+    )
+    straight = DAgger(*make(), env_fn, cfg)
+    records = [straight.step() for _ in range(5)]
+    for stop in (1, 3):  # mid-collection and mid-training
+        first = DAgger(*make(), env_fn, cfg)
+        for _ in range(stop):
+            first.step()
+        first.save(tmp_path / str(stop))
+        resumed = DAgger(make(seed=9)[0], make()[1], env_fn, cfg)
+        resumed.restore(tmp_path / str(stop))
+        assert repr([resumed.step() for _ in range(5 - stop)]) == repr(records[stop:])  # NaN
+        for a, b in zip(straight.student.parameters(), resumed.student.parameters(), strict=True):
+            assert torch.equal(a, b)
+    assert sorted(p.name for p in (tmp_path / "3").glob("*.npz")) == [
+        "round-1.npz",
+        "round-2.npz",
+    ]
+
+
 @pytest.mark.parametrize(
     "field, value",
     [
+        ("beta", "sometimes"),
+        ("beta", 1.5),
+        ("collect_rounds", -1),
+        ("batch_episodes", 2.0),
+        ("prev_action_noise", -0.1),
         ("n_envs", 0),
         ("window", 0),
         ("max_steps", 1.5),

@@ -96,16 +96,103 @@ def test_interrupt_and_resume_continue_bit_for_bit(teacher: Path, tmp_path: Path
         assert all(torch.equal(a[k], b[k]) for k in a), name
 
 
-def test_bad_teacher_is_one_config_error_and_nothing_written(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"cartpole_pi_bc: 'teacher': .*no config\.yml") as err:
+@pytest.mark.parametrize(
+    "folder, message",
+    [
+        ("nowhere", r"no run folder .*nowhere; train it first"),
+        ("pretrained/ant_mlp", r"no run folder .*make it with `attn-zoo import <the authors'"),
+        ("empty", r".*empty is not a run folder: it has no config\.yml"),
+    ],
+)
+def test_bad_teacher_is_one_config_error_and_nothing_written(
+    tmp_path: Path, folder: str, message: str
+) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=rf"cartpole_pi_bc: 'teacher': {message}") as err:
         zoo.train(
             "cartpole_pi_bc",
             budget="smoke",
-            overrides={"teacher": str(tmp_path / "nowhere")},
+            overrides={"teacher": str(tmp_path / folder)},
             root=tmp_path / "runs",
         )
     assert "\n" not in str(err.value)
     assert not (tmp_path / "runs").exists()
+
+
+BC_MODE = {
+    "beta": "teacher",
+    "collect_rounds": 2,
+    "n_rounds": 4,
+    "batch_episodes": 3,
+    "prev_action_noise": 0.03,
+    "collect_steps": 12,
+}
+
+
+def test_bc_mode_collects_then_trains_and_resumes_bit_for_bit(
+    teacher: Path, tmp_path: Path
+) -> None:
+    overrides = {"teacher": str(teacher), **BC_MODE}
+    straight = zoo.train("cartpole_pi_bc", budget="smoke", overrides=overrides, root=tmp_path / "a")
+    table = rounds(straight.path)
+    assert [(r["beta"], r["loss"], r["test_mean"]) for r in table[:2]] == [("1.0", "nan", "")] * 2
+    assert all(float(r["loss"]) > 0 and r["test_mean"] for r in table[2:])
+    assert table[1]["env_steps"] == table[3]["env_steps"] == str(2 * 4 * 12)  # 2 x 4 x 12 steps
+    assert [e["round"] for e in json.loads((straight.path / "evaluations.json").read_text())] == [
+        3,
+        4,
+    ]
+    metrics_match_own_table(straight.path, ("train/loss", "eval/test/mean_reward"))
+    for stop in (1, 3):  # mid-collection, mid-training
+        with pytest.raises(KeyboardInterrupt):
+            zoo.train(
+                "cartpole_pi_bc",
+                budget="smoke",
+                overrides=overrides,
+                root=tmp_path / str(stop),
+                callbacks=[InterruptAt(stop)],
+            )
+        (path,) = (tmp_path / str(stop) / "cartpole_pi_bc").iterdir()
+        resumed = zoo.resume(path)
+        drop = ("seconds",)
+        assert [{k: v for k, v in r.items() if k not in drop} for r in rounds(resumed.path)] == [
+            {k: v for k, v in r.items() if k not in drop} for r in table
+        ]
+        for name in ("model.pt", "best_model.pt"):
+            a, b = state(straight.path / name), state(resumed.path / name)
+            assert all(torch.equal(a[k], b[k]) for k in a), (stop, name)
+
+
+TINY_ANT_TEACHER = """
+tiny_ant_teacher:
+  description: a one-generation Ant FNN (28-32-8), only a teacher for the smoke test
+  algo: cmaes
+  env: pybullet_envs_gymnasium:AntBulletEnv-v0
+  policy: fnn
+  policy_kwargs: {obs_dim: 28, action_dim: 8, hidden: 32}
+  n_generations: 1
+  population: 2
+  repeats: 1
+  max_episode_steps: 5
+  eval: {freq: 0, n_episodes: 1, final_episodes: 1}
+  budgets: {full: {}}
+"""
+
+
+# 2504: the parameter count of the authors' ant_pi (attn-zoo import), whose architecture the
+# small student copies
+@pytest.mark.parametrize("name, params", [("ant_pi_bc", 2504), ("ant_pi_bc_large", 35240)])
+def test_ant_bc_smoke_with_a_tiny_teacher(tmp_path: Path, name: str, params: int) -> None:
+    pytest.importorskip("pybullet_envs_gymnasium")
+    (tmp_path / "tiny.yml").write_text(TINY_ANT_TEACHER)
+    tiny = zoo.train(tmp_path / "tiny.yml", root=tmp_path / "teacher")
+    run = zoo.train(name, budget="smoke", overrides={"teacher": str(tiny.path)}, root=tmp_path)
+    assert run.status["state"] == "finished" and run.status["round"] == 4
+    table = rounds(run.path)
+    assert [r["loss"] for r in table[:2]] == ["nan", "nan"] and table[3]["test_mean"]
+    student = run.model()
+    assert isinstance(student, AttentionNeuronPolicy) and student.num_parameters == params
+    assert run.config.body["teacher"] == str(tiny.path)
 
 
 @pytest.mark.parametrize("name", ["student-1.pt", "round-1.npz", "trainer.json"])

@@ -1,4 +1,4 @@
-"""Tests for attn_envs.mnist_data (IDX files, download, synthetic digits)."""
+"""Tests for attn_envs.mnist_data (IDX files, download, synthetic and UCI digits)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import pytest
 from attn_envs.mnist_data import (
     MNIST_FILES,
     MNIST_MD5,
+    UCI_DIGITS,
     download_mnist,
     load_mnist,
     read_idx,
     synthetic_digits,
+    uci_digits,
     write_idx,
 )
 
@@ -224,3 +226,53 @@ def test_synthetic_digits_needs_a_count(n) -> None:
     with pytest.raises(ValueError, match="n must be a non-negative integer"):
         synthetic_digits(n)
     assert len(synthetic_digits(0)[0]) == 0 and len(synthetic_digits(2.0)[0]) == 2
+
+
+# --- UCI handwritten digits (scikit-learn) ----------------------------------------------------
+
+
+def test_uci_digits_are_the_upscaled_sklearn_digits_split_once() -> None:
+    import torch
+    import torch.nn.functional as F
+    from sklearn.datasets import load_digits
+
+    train, train_labels = uci_digits("train")
+    test, test_labels = uci_digits("test")
+    assert (len(train), len(test)) == (UCI_DIGITS - 500, 500)
+    assert train.dtype == test.dtype == np.uint8 and train.shape[1:] == (28, 28)
+    everything = np.concatenate([train, test])
+    assert everything[:, :4].max() == everything[:, 24:].max() == 0  # MNIST's 4 px margins
+    assert everything[:, :, :4].max() == everything[:, :, 24:].max() == 0
+    source = load_digits()
+    # each image is nearest to a distinct original (bilinearly upscaled) with its label
+    ours = torch.as_tensor(everything[:, 4:24, 4:24] / 255.0).reshape(UCI_DIGITS, -1)
+    original = torch.as_tensor(source.images[:, None] / 16.0)
+    original = F.interpolate(original, size=(20, 20), mode="bilinear").reshape(UCI_DIGITS, -1)
+    index = torch.cdist(ours, original).argmin(dim=1)
+    assert len(set(index.tolist())) == UCI_DIGITS
+    labels = np.concatenate([train_labels, test_labels])
+    np.testing.assert_array_equal(source.target[index.numpy()], labels)
+    # the split is fixed: the same for every call, and n_test decides its size
+    np.testing.assert_array_equal(uci_digits("test")[0], test)
+    assert len(uci_digits("test", n_test=100)[0]) == 100
+    assert set(test_labels.tolist()) == set(range(10))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"split": "val"}, "split must be 'train' or 'test'"),
+        ({"n_test": 0}, "n_test must be a positive integer"),
+        ({"n_test": True}, "n_test must be a positive integer"),
+        ({"n_test": UCI_DIGITS}, "n_test must be below 1797"),
+    ],
+)
+def test_uci_digits_bad_arguments(kwargs, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        uci_digits(**kwargs)
+
+
+def test_uci_digits_without_sklearn_says_how_to_install(monkeypatch) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "sklearn.datasets", None)
+    with pytest.raises(ImportError, match=r"pip install 'attn-zoo\[digits\]'"):
+        uci_digits("test")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from test_cli import CARTPOLE as CLI_CARTPOLE
 
 from zoo.cli import main
 from zoo.config import ConfigError, EvalConfig, RunConfig, load_runs
@@ -24,16 +25,9 @@ from zoo.ray_grid import (
 )
 from zoo.runs import RunLock, new_run_dir
 
-# Two cheap resumable PPO cells (seeds 0 and 1).
+# Two cheap resumable PPO cells (seeds 0 and 1): test_cli's CartPole run as a seed matrix.
 CARTPOLE: dict[str, Any] = {
-    "algo": "ppo",
-    "env": "CartPole-v1",
-    "policy": "MlpPolicy",
-    "n_steps": 32,
-    "batch_size": 32,
-    "n_epochs": 1,
-    "n_timesteps": 64,
-    "policy_kwargs": {"net_arch": [8]},
+    **CLI_CARTPOLE,
     "eval": {"final_episodes": 2},
     "matrix": {"seed": [0, 1]},
 }

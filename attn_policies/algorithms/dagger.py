@@ -16,6 +16,13 @@ mixed policy may be the teacher's. The teacher is a callable ``obs (B, N) -> act
 The env is ``n -> VectorEnv`` with numpy actions; copies stop counting once they end, so any
 autoreset mode works (``autoreset=False`` envs also stop stepping the physics).
 
+The article's behaviour cloning (E4) is a mode of the same loop: ``beta="teacher"`` (the teacher
+drives every copy in every round), ``collect_rounds=K`` (rounds 1..K only collect, so the
+dataset is ``K * n_envs`` teacher episodes; each later round is one epoch over all of it),
+``batch_episodes=64`` (minibatches of trajectories, each unrolled from the episode start with
+its state carried through every window) and ``prev_action_noise=0.03`` (Gaussian noise on the
+previous action the student is fed while it is trained).
+
 Randomness is derived from ``(seed, round)``, so :meth:`DAgger.save` / :meth:`DAgger.restore`
 (student, optimizer and the kept datasets as ``.npz``) continue bit for bit.
 
@@ -67,6 +74,14 @@ class DAggerConfig:
         keep_rounds: train on the datasets of the last this many rounds.
         shuffle_inputs: feed the student its inputs under one random permutation per episode.
         seed: seeds env resets, mixing and permutations (derived per round).
+        beta: the teacher's share per round: ``"dagger"`` (1, then 0.5 / 0 alternately),
+            ``"teacher"`` (1 always: plain behaviour cloning) or a constant in [0, 1].
+        collect_rounds: 0: collect and train in every round (DAgger). ``K > 0``: rounds
+            1..K only collect and keep every round's data; each later round is one epoch
+            over all of it (``keep_rounds`` is then unused).
+        batch_episodes: trajectories per minibatch; 0: each kept round is one batch.
+        prev_action_noise: std of the Gaussian noise added to the previous action the
+            student is fed in training (0: none, no draws).
     """
 
     n_envs: int = 64
@@ -77,6 +92,10 @@ class DAggerConfig:
     keep_rounds: int = 3
     shuffle_inputs: bool = True
     seed: int = 0
+    beta: str | float = "dagger"
+    collect_rounds: int = 0
+    batch_episodes: int = 0
+    prev_action_noise: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("n_envs", "max_steps", "window", "keep_rounds"):
@@ -84,6 +103,35 @@ class DAggerConfig:
         for name in ("learning_rate", "max_grad_norm"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"DAggerConfig.{name} must be > 0, got {getattr(self, name)}")
+        for name in ("collect_rounds", "batch_episodes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"DAggerConfig.{name} must be an int >= 0, got {value!r}")
+        if not float(self.prev_action_noise) >= 0:
+            raise ValueError(
+                f"DAggerConfig.prev_action_noise must be >= 0, got {self.prev_action_noise}"
+            )
+        beta = self.beta
+        if isinstance(beta, str):
+            if beta not in BETA_SCHEDULES:
+                raise ValueError(
+                    f"DAggerConfig.beta must be one of {', '.join(BETA_SCHEDULES)} or a number "
+                    f"in [0, 1], got {beta!r}"
+                )
+        elif isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 <= beta <= 1:
+            raise ValueError(f"DAggerConfig.beta must be in [0, 1], got {beta!r}")
+
+    def beta_at(self, round_: int) -> float:
+        """The teacher's share in round ``round_`` (0-based) under :attr:`beta`."""
+        if self.beta == "dagger":
+            return beta_of(round_)
+        return 1.0 if self.beta == "teacher" else float(self.beta)
+
+    def collects(self, round_: int) -> bool:
+        return self.collect_rounds == 0 or round_ < self.collect_rounds
+
+    def trains(self, round_: int) -> bool:
+        return self.collect_rounds == 0 or round_ >= self.collect_rounds
 
 
 @dataclass
@@ -100,6 +148,25 @@ class Episodes:
     @property
     def steps(self) -> int:
         return int(self.alive.sum())
+
+    @classmethod
+    def concatenate(cls, parts: list[Episodes]) -> Episodes:
+        """The episodes of ``parts`` side by side, shorter ones padded with dead steps."""
+        t = max(p.alive.shape[0] for p in parts)
+
+        def pad(a: np.ndarray) -> np.ndarray:
+            return np.pad(a, [(0, t - a.shape[0])] + [(0, 0)] * (a.ndim - 1))
+
+        return cls(
+            obs=np.concatenate([pad(p.obs) for p in parts], 1),
+            perm=np.concatenate([p.perm for p in parts], 0),
+            actions=np.concatenate([pad(p.actions) for p in parts], 1),
+            targets=np.concatenate([pad(p.targets) for p in parts], 1),
+            alive=np.concatenate([pad(p.alive) for p in parts], 1),
+        )
+
+
+BETA_SCHEDULES = ("dagger", "teacher")
 
 
 def beta_of(round_: int) -> float:
@@ -149,6 +216,7 @@ def collect(
         )
         perm_t = torch.as_tensor(perm)
         use_teacher = torch.as_tensor(rng.random(b) < beta)[:, None]
+        teacher_only = bool(use_teacher.all())  # the student's actions would go unused
         alive = np.ones(b, bool)
         rows: dict[str, list[np.ndarray]] = {"obs": [], "actions": [], "targets": [], "alive": []}
         state = None
@@ -156,9 +224,12 @@ def collect(
             for _ in range(cfg.max_steps):
                 o = torch.as_tensor(obs, dtype=torch.float32)
                 target = teacher_action(teacher, o)
-                own, state = student(torch.gather(o, 1, perm_t), state)
-                action = torch.where(use_teacher, target, own)
-                state = _with_prev_action(state, action)
+                if teacher_only:
+                    action = target
+                else:
+                    own, state = student(torch.gather(o, 1, perm_t), state)
+                    action = torch.where(use_teacher, target, own)
+                    state = _with_prev_action(state, action)
                 for key, value in zip(rows, (o, action, target, alive.copy()), strict=True):
                     rows[key].append(np.asarray(value))
                 obs, _, terminated, truncated, _ = env.step(action.numpy())
@@ -172,15 +243,57 @@ def collect(
 
 
 def fit_epoch(
-    student: nn.Module, optimizer: torch.optim.Optimizer, data: Episodes, cfg: DAggerConfig
+    student: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    data: Episodes,
+    cfg: DAggerConfig,
+    generator: torch.Generator | None = None,
 ) -> float:
-    """One truncated-BPTT pass over ``data``; the mean squared error per alive step."""
+    """One truncated-BPTT pass over ``data``; the mean squared error per alive step.
+
+    With ``cfg.batch_episodes`` the episodes go in minibatches of that many, in an order
+    drawn from ``generator``; with ``cfg.prev_action_noise`` the previous action fed to the
+    student gets Gaussian noise drawn from ``generator`` (which either needs).
+    """
+    b = data.alive.shape[1]
+    if not cfg.batch_episodes and not cfg.prev_action_noise:
+        return _fit_batch(student, optimizer, data, cfg, None)[0]
+    if generator is None:
+        raise ValueError("fit_epoch: batch_episodes / prev_action_noise need a generator")
+    order = torch.randperm(b, generator=generator).numpy() if cfg.batch_episodes else np.arange(b)
+    size = cfg.batch_episodes or b
+    total, count = 0.0, 0.0
+    for start in range(0, b, size):
+        idx = np.sort(order[start : start + size])
+        part = Episodes(
+            obs=data.obs[:, idx],
+            perm=data.perm[idx],
+            actions=data.actions[:, idx],
+            targets=data.targets[:, idx],
+            alive=data.alive[:, idx],
+        )
+        loss, steps = _fit_batch(student, optimizer, part, cfg, generator)
+        total, count = total + loss * steps, count + steps
+    return total / max(count, 1.0)
+
+
+def _fit_batch(
+    student: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    data: Episodes,
+    cfg: DAggerConfig,
+    generator: torch.Generator | None,
+) -> tuple[float, float]:
+    """Truncated BPTT over one batch of whole episodes: (mean loss per alive step, steps)."""
     obs = torch.gather(
         torch.as_tensor(data.obs),
         2,
         torch.as_tensor(data.perm).unsqueeze(0).expand(data.obs.shape[0], -1, -1),
     )
     actions, targets = torch.as_tensor(data.actions), torch.as_tensor(data.targets)
+    if cfg.prev_action_noise:
+        noise = torch.randn(actions.shape, generator=generator, dtype=actions.dtype)
+        actions = actions + cfg.prev_action_noise * noise
     alive = torch.as_tensor(data.alive, dtype=torch.float32)
     state, total, count = None, 0.0, 0.0
     for start in range(0, obs.shape[0], cfg.window):
@@ -200,7 +313,7 @@ def fit_epoch(
         optimizer.step()
         state = _detach(state)
         total, count = total + float(loss.detach()), count + float(denom)
-    return total / max(count, 1.0)
+    return total / max(count, 1.0), count
 
 
 class DAgger:
@@ -209,7 +322,9 @@ class DAgger:
     Attributes:
         round: rounds finished.
         env_steps: alive env steps collected so far.
-        datasets: the last ``keep_rounds`` rounds' :class:`Episodes`.
+        datasets: the last ``keep_rounds`` rounds' :class:`Episodes` (every collected
+            round's when ``collect_rounds`` is set).
+        dataset_rounds: the round (1-based) each of :attr:`datasets` was collected in.
     """
 
     def __init__(
@@ -220,19 +335,34 @@ class DAgger:
         self.round = 0
         self.env_steps = 0
         self.datasets: list[Episodes] = []
+        self.dataset_rounds: list[int] = []
+        self._joined: Episodes | None = None  # all datasets side by side (collect_rounds)
 
     def step(self) -> dict[str, Any]:
-        beta = beta_of(self.round)
-        seed = int(np.random.SeedSequence([self.cfg.seed, self.round]).generate_state(1)[0])
-        data = collect(self.student, self.teacher, self.env_fn, self.cfg, beta, seed)
-        self.datasets = [*self.datasets, data][-self.cfg.keep_rounds :]
-        self.env_steps += data.steps
-        torch.manual_seed(seed)  # nothing in a stock student draws, but a custom one may
-        self.student.train()
+        """One round: collect ``n_envs`` episodes and/or train; ``loss`` is NaN if no training."""
+        cfg = self.cfg
+        beta = cfg.beta_at(self.round)
+        seed = int(np.random.SeedSequence([cfg.seed, self.round]).generate_state(1)[0])
+        if cfg.collects(self.round):
+            data = collect(self.student, self.teacher, self.env_fn, cfg, beta, seed)
+            keep = len(self.datasets) + 1 if cfg.collect_rounds else cfg.keep_rounds
+            self.datasets = [*self.datasets, data][-keep:]
+            self.dataset_rounds = [*self.dataset_rounds, self.round + 1][-keep:]
+            self.env_steps += data.steps
+            self._joined = None
         loss = float("nan")
-        for kept in self.datasets:  # oldest first, as the prototype
-            loss = fit_epoch(self.student, self.optimizer, kept, self.cfg)
-        self.student.eval()
+        if cfg.trains(self.round):
+            torch.manual_seed(seed)  # nothing in a stock student draws, but a custom one may
+            generator = torch.Generator().manual_seed(seed)
+            self.student.train()
+            if cfg.collect_rounds:  # one epoch over the whole dataset
+                if self._joined is None:
+                    self._joined = Episodes.concatenate(self.datasets)
+                loss = fit_epoch(self.student, self.optimizer, self._joined, cfg, generator)
+            else:
+                for kept in self.datasets:  # oldest first, as the prototype
+                    loss = fit_epoch(self.student, self.optimizer, kept, cfg, generator)
+            self.student.eval()
         self.round += 1
         return {"round": self.round, "beta": beta, "env_steps": self.env_steps, "loss": loss}
 
@@ -251,8 +381,8 @@ class DAgger:
                 tmp,
             )
         names = []
-        for i, data in enumerate(self.datasets):
-            name = f"round-{self.round - len(self.datasets) + i + 1}.npz"
+        for data, collected in zip(self.datasets, self.dataset_rounds, strict=True):
+            name = f"round-{collected}.npz"
             if not (directory / name).exists():  # a round's data never changes once written
                 with atomic_path(directory / name) as tmp, tmp.open("wb") as fh:
                     np.savez(fh, **dataclasses.asdict(data))
@@ -275,9 +405,10 @@ class DAgger:
         blob = torch.load(directory / Path(meta["student"]).name, weights_only=True)
         self.student.load_state_dict(blob["student"])
         self.optimizer.load_state_dict(blob["optimizer"])
-        self.datasets = []
+        self.datasets, self.dataset_rounds, self._joined = [], [], None
         for name in meta["datasets"]:
             with np.load(directory / Path(name).name, allow_pickle=False) as z:
                 fields = {f.name: z[f.name] for f in dataclasses.fields(Episodes)}
             self.datasets.append(Episodes(**fields))
+            self.dataset_rounds.append(int(Path(name).stem.removeprefix("round-")))
         self.round, self.env_steps = int(meta["round"]), int(meta["env_steps"])

@@ -5,6 +5,7 @@ Keys besides the common ones::
     model: relational_mnist          # or cnn_mnist, or an import path
     model_kwargs: {}
     dataset: {name: mnist, root: data/mnist, download: false}   # or {name: synthetic, ...}
+                                     # or {name: digits, n_test: 500}
     transform: {max_shift: 6, max_rotation: 30.0, n_spots: [10, 5.0]}
     iterations: 1000
     batch_size: 300
@@ -14,7 +15,10 @@ Keys besides the common ones::
 
 ``dataset.name: mnist`` reads the IDX files from ``root`` (``download: true`` fetches them
 where a network exists); ``synthetic`` draws ``n_train``/``n_test`` digit-like images the
-project generates, so tests and smoke runs never download anything. The run folder holds
+project generates, so tests and smoke runs never download anything; ``digits`` is real
+handwriting offline, the 1,797 UCI digits that ship with scikit-learn upscaled to 28x28
+(:func:`attn_envs.mnist.uci_digits`: ``n_test`` held out, the rest, or its first
+``n_train``, to train). The run folder holds
 ``model.pt`` (a state dict, loaded with ``weights_only=True``), ``metrics.csv``
 (:mod:`zoo.metrics`), ``history.csv`` and
 ``eval.json`` (test accuracy on the fixed transformed test set).
@@ -107,6 +111,11 @@ def load_data(run: RunConfig) -> tuple[Any, Any, Any, Any]:
         train = mnist.synthetic_digits(int(spec.get("n_train", 10_000)), seed=run.seed)
         test = mnist.synthetic_digits(int(spec.get("n_test", 2_000)), seed=run.seed + 1)
         return (*train, *test)
+    if spec.get("name") == "digits":
+        n_test = int(spec.get("n_test", 500))
+        images, labels = mnist.uci_digits("train", n_test)
+        n_train = int(spec.get("n_train", len(images)))
+        return images[:n_train], labels[:n_train], *mnist.uci_digits("test", n_test)
     root = Path(spec.get("root", "data/mnist"))
     if spec.get("download"):
         mnist.download_mnist(root)
@@ -139,8 +148,19 @@ class ClassifierTrainer:
                 raise ConfigError(
                     f"{run.name}: unknown key 'dataset.{key}'.{nearest(key, DATASET_KEYS)}"
                 )
-        if spec.get("name", "mnist") not in ("mnist", "synthetic"):
-            raise ConfigError(f"{run.name}: dataset.name must be 'mnist' or 'synthetic'")
+        if spec.get("name", "mnist") not in ("mnist", "synthetic", "digits"):
+            raise ConfigError(f"{run.name}: dataset.name must be 'mnist', 'synthetic' or 'digits'")
+        if spec.get("name") == "digits":
+            from attn_envs.mnist_data import UCI_DIGITS
+
+            n_test, n_train = spec.get("n_test", 500), spec.get("n_train", 1)
+            if not all(isinstance(n, int) and not isinstance(n, bool) for n in (n_test, n_train)):
+                raise ConfigError(f"{run.name}: dataset.n_test and n_train must be integers")
+            if not (1 <= n_test < UCI_DIGITS and 1 <= n_train <= UCI_DIGITS - n_test):
+                raise ConfigError(
+                    f"{run.name}: the {UCI_DIGITS} UCI digits need 1 <= dataset.n_test < "
+                    f"{UCI_DIGITS} and 1 <= n_train <= {UCI_DIGITS} - n_test"
+                )
         classifier_config(run)
         make_transform(run)
 
@@ -150,6 +170,14 @@ class ClassifierTrainer:
             from attn_envs.mnist import load_mnist
 
             load_mnist(Path(spec.get("root", "data/mnist")), "test")  # FileNotFoundError, early
+        if spec.get("name") == "digits":
+            try:
+                import sklearn.datasets  # noqa: F401
+            except ImportError:
+                raise ConfigError(
+                    f"{run.name}: dataset 'digits' needs scikit-learn: "
+                    "pip install 'attn-zoo[digits]'"
+                ) from None
 
     def _model(self, run: RunConfig) -> nn.Module:
         return _model_class(run)(**(run.body.get("model_kwargs") or {}))

@@ -29,9 +29,8 @@ when the run has no ``env_wrapper``; otherwise copies of ``gym.make(env) + wrapp
 ``SyncVectorEnv``. The run folder holds ``model.pt`` (the final favourite solution as a state
 dict), ``best_model.pt`` (the favourite with the best test return), ``metrics.csv`` (see
 :mod:`zoo.metrics`), ``progress.csv`` and TensorBoard events in ``logs/`` (best/mean/worst
-fitness, sigma, timings, test returns),
-``evaluations.json``, ``checkpoints/`` (see :mod:`attn_policies.algorithms.cmaes`) and
-``eval.json``. ``--resume`` continues bit for bit from the last finished generation.
+fitness, sigma, timings, tests), ``evaluations.json``, ``checkpoints/`` and ``eval.json``.
+``--resume`` continues bit for bit from the last finished generation.
 """
 
 from __future__ import annotations
@@ -164,7 +163,8 @@ def _policy_target(run: RunConfig) -> str:
     )
 
 
-def _spaces(run: RunConfig) -> tuple[gym.Space, gym.Space]:
+def run_spaces(run: RunConfig) -> tuple[gym.Space, gym.Space]:
+    """Observation and action spaces of the run's env with its wrappers."""
     env = WrappedVectorEnv(
         run.body["env"],
         dict(run.body.get("env_kwargs") or {}),
@@ -192,7 +192,7 @@ def policy_factory(run: RunConfig) -> PolicyFactory:
     kwargs = dict(run.body.get("policy_kwargs") or {})
     params = inspect.signature(builder).parameters
     if {"obs_dim", "action_dim"} & set(params) - set(kwargs):
-        obs_space, action_space = _spaces(run)
+        obs_space, action_space = run_spaces(run)
         if "obs_dim" in params and "obs_dim" not in kwargs:
             kwargs["obs_dim"] = int(np.prod(obs_space.shape))
         if "action_dim" in params and "action_dim" not in kwargs:

@@ -2,7 +2,9 @@
 
 The E3 warm start: clone the FNN teacher into the permutation-invariant AttentionNeuron
 agent (inputs shuffled once per episode for the student), then fine-tune it with CMA-ES
-(``algo: cmaes`` with ``init:`` naming this run's folder). See
+(``algo: cmaes`` with ``init:`` naming this run's folder). E4's behaviour cloning as the
+article did it (``ant_pi_bc`` in zoo/configs/ant_bc.yml) is the same trainer with
+``beta: teacher``, ``collect_rounds``, ``batch_episodes`` and ``prev_action_noise``. See
 :mod:`attn_policies.algorithms.dagger` for the algorithm.
 
 Keys besides the common ones::
@@ -24,13 +26,20 @@ Keys besides the common ones::
     keep_rounds: 3                     # train on the last this many rounds' data
     shuffle_inputs: true               # one input permutation per episode for the student
     max_episode_steps: null            # cap on collected and test episode steps
+    collect_steps: null                # cap on collected episode steps only (E4: 500)
+    beta: dagger                       # teacher share per round: dagger (1, 0.5, 0, 0.5 ...),
+                                       # teacher (1 always: behaviour cloning) or a number
+    collect_rounds: 0                  # K > 0: rounds 1..K only collect (K * n_envs episodes,
+                                       # all kept); each later round is one epoch over them
+    batch_episodes: 0                  # trajectories per minibatch (0: a round's data at once)
+    prev_action_noise: 0.0             # std of the noise on the previous action fed in training
     torch_threads: 1
     eval: {freq: 1, n_episodes: 100, final_episodes: 1000}   # freq counts rounds
 
 The run folder holds ``model.pt`` (the last student) and ``best_model.pt`` (the one with the
 best test return), both state dicts of the policy, so a CMA-ES run's ``init:`` can name the
 folder; ``metrics.csv`` (:mod:`zoo.metrics`), ``progress.csv`` (round, env steps, beta,
-loss, test return), ``evaluations.json``,
+loss, test return; rounds that only collect are not tested), ``evaluations.json``,
 ``eval.json`` and ``checkpoints/`` (student and Adam state as tensors, the kept rounds' data
 as ``.npz``, written after every round). ``--resume`` continues bit for bit from the last
 finished round.
@@ -77,6 +86,11 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "keep_rounds": (int,),
     "shuffle_inputs": (bool,),
     "max_episode_steps": (int,),
+    "collect_steps": (int,),
+    "beta": (str, float, int),
+    "collect_rounds": (int,),
+    "batch_episodes": (int,),
+    "prev_action_noise": (float, int),
     "torch_threads": (int,),
 }
 # What a truncated or tampered checkpoint raises (torch.load with weights_only, np.load, JSON).
@@ -95,16 +109,22 @@ PROGRESS_FIELDS = ["round", "env_steps", "beta", "loss", "seconds", "test_mean",
 
 def dagger_config(run: RunConfig) -> DAggerConfig:
     body = run.body
+    beta = body.get("beta", "dagger")
     try:
         return DAggerConfig(
             n_envs=int(body.get("n_envs", 64)),
-            max_steps=int(body.get("max_episode_steps") or 10**6),  # else the env's own limit
+            # else the env's own limit
+            max_steps=int(body.get("collect_steps") or body.get("max_episode_steps") or 10**6),
             window=int(body.get("window", 25)),
             learning_rate=float(body.get("learning_rate", 3e-3)),
             max_grad_norm=float(body.get("max_grad_norm", 1.0)),
             keep_rounds=int(body.get("keep_rounds", 3)),
             shuffle_inputs=bool(body.get("shuffle_inputs", True)),
             seed=run.seed,
+            beta=beta if isinstance(beta, str) else float(beta),
+            collect_rounds=int(body.get("collect_rounds", 0)),
+            batch_episodes=int(body.get("batch_episodes", 0)),
+            prev_action_noise=float(body.get("prev_action_noise", 0.0)),
         )
     except ValueError as err:
         raise ConfigError(f"{run.name}: {err}") from None
@@ -113,6 +133,14 @@ def dagger_config(run: RunConfig) -> DAggerConfig:
 def load_teacher(run: RunConfig) -> nn.Module:
     """The ``teacher`` run's best model (tensors only); any failure is one ConfigError."""
     source = Path(str(run.body.get("teacher")))
+    if not source.exists():
+        hint = (
+            f"make it with `attn-zoo import <the authors' AttentionNeuron/pretrained/"
+            f"{source.name}> --out {source}`"
+            if source.parent.name == "pretrained"
+            else "train it first (attn-zoo train ...) or point 'teacher' at a run folder"
+        )
+        raise ConfigError(f"{run.name}: 'teacher': no run folder {source}; {hint}")
     try:
         teacher = zoo.load(source)
         if teacher.config.algo not in TEACHER_ALGOS:  # refused before any file is loaded
@@ -142,7 +170,10 @@ class DAggerZooTrainer(CMAESZooTrainer):
                 raise ConfigError(f"{run.name}: missing required key {key!r}")
         cmaes_trainer.policy_builder(run)
         dagger_config(run)
-        load_teacher(run)
+        # A misfit teacher fails here; a missing one (the git-ignored imported ant_mlp) in
+        # probe, still before anything is written, as algo: cmaes treats `init`.
+        if Path(str(run.body["teacher"])).exists():
+            load_teacher(run)
 
     def probe(self, run: RunConfig) -> None:
         """The student fits the env (one step), and so does the teacher."""
@@ -199,7 +230,8 @@ class DAggerZooTrainer(CMAESZooTrainer):
                 start = time.perf_counter()
                 record: dict[str, Any] = dagger.step()
                 record["seconds"] = round(time.perf_counter() - start, 3)
-                if tester is not None and dagger.round % run.eval.freq == 0:
+                trained = dagger.cfg.trains(dagger.round - 1)
+                if tester is not None and trained and dagger.round % run.eval.freq == 0:
                     flat = nn.utils.parameters_to_vector(student.parameters()).detach()
                     returns = tester.evaluate(flat[None].numpy(), seeds)[0]
                     record["test_mean"], record["test_std"] = returns.mean(), returns.std()
