@@ -20,7 +20,13 @@ from torch import Tensor
 
 import attn_envs  # noqa: F401  (registers attn_envs/...)
 from attn_policies.attention import capture_attention
-from attn_policies.awrl import AWRLExtractor, AWRLSelfAttention, DAWRLPolicy, FeatureSumHead
+from attn_policies.awrl import (
+    AWRLBlock,
+    AWRLExtractor,
+    AWRLSelfAttention,
+    DAWRLPolicy,
+    FeatureSumHead,
+)
 from attn_policies.feature_baselines import FeatureCNNExtractor, FeatureFCExtractor
 
 PONG = "attn_envs/DistractorPong-v0"
@@ -51,6 +57,38 @@ def warmed(ext: AWRLExtractor, seed: int = 0) -> AWRLExtractor:
 def awrl(n_features: int, seed: int = 0, **kwargs: Any) -> AWRLExtractor:
     torch.manual_seed(seed)
     return warmed(AWRLExtractor(feature_space(n_features), **kwargs), seed)
+
+
+def test_block_norm_is_per_channel_over_batch_and_tokens() -> None:
+    """Batch-norm statistics per channel over batch and tokens, in training and eval mode."""
+    torch.manual_seed(0)
+    block = AWRLBlock(16, n_heads=2, head_dim=8)
+    x = torch.randn(5, 7, 16)
+    y = block.up(block.attention(x))
+    mean, var = y.mean(dim=(0, 1)), y.var(dim=(0, 1), unbiased=False)
+    expected = torch.relu((y - mean) / torch.sqrt(var + block.norm.eps))
+    torch.testing.assert_close(block(x), expected, atol=1e-5, rtol=1e-5)
+    n = 5 * 7
+    running = 0.9 * torch.ones(16) + 0.1 * var * n / (n - 1)
+    torch.testing.assert_close(block.norm.running_var, running)
+    block.eval()
+    frozen = torch.relu((y - block.norm.running_mean) / torch.sqrt(running + block.norm.eps))
+    torch.testing.assert_close(block(x), frozen, atol=1e-5, rtol=1e-5)
+
+
+def test_batch_stats_act_as_they_update() -> None:
+    """With batch statistics the eval-mode policy (SB3's rollouts) is the train-mode one."""
+    torch.manual_seed(0)
+    x = obs_batch(8, batch=16)
+    for kwargs in ({"variant": "g"}, {"variant": "d"}):
+        ext = AWRLExtractor(feature_space(8), batch_stats=True, **kwargs)
+        assert all(b.norm.running_mean is None for b in ext.blocks)
+        train = ext.train()(x)
+        torch.testing.assert_close(ext.eval()(x), train)
+        running = AWRLExtractor(feature_space(8), **kwargs)
+        running.load_state_dict(ext.state_dict(), strict=False)
+        running.train()(x)
+        assert not torch.allclose(running.eval()(x), train, atol=1e-3)
 
 
 # --- shapes, capture, contract ---------------------------------------------------------------

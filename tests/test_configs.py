@@ -98,6 +98,18 @@ def test_e7_ppo_and_atari_settings_are_the_theses() -> None:
         assert body["normalize"]["clip_obs"] == float("inf")  # appendix C: no obs clipping
 
 
+def test_e7_cpu_budget_is_issue_18s_grid() -> None:
+    # Pong at L and 4L, 3 seeds, 2M steps (the FC curve at L: -20 to -3 in 2M steps)
+    runs = zoo.load_runs("atariari", budget="cpu")
+    cells = {(r.tag, r.seed) for r in runs}
+    for condition in ("L", "4L"):
+        for model in ("g_awrl", "fc"):
+            assert {(f"Pong-{condition}-{model}", s) for s in (0, 1, 2)} <= cells
+    assert {r.body["n_timesteps"] for r in runs} == {2_000_000}
+    picked = zoo.load_runs("atariari", budget="cpu", overrides={"condition": "L", "model": "fc"})
+    assert sorted(r.seed for r in picked) == [0, 1, 2]
+
+
 def test_e8_reports_the_final_10k_steps_return() -> None:
     for run in zoo.load_runs("atari_nonlocal", budget="full", overrides={"game": "Pong"}):
         assert run.eval.final_steps == 10_000

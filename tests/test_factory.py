@@ -15,6 +15,7 @@ import yaml
 from gymnasium.utils.env_checker import check_env
 from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack, VecNormalize
 from torch import nn
 
@@ -27,6 +28,7 @@ from zoo.factory import (
     make_model,
     make_single_env,
     make_vec_env,
+    resolve_policy_kwargs,
     resolve_wrappers,
     wrapper_specs,
 )
@@ -241,6 +243,18 @@ def test_make_model_passes_config(tmp_path: Path) -> None:
     linears = [m for m in model.policy.mlp_extractor.policy_net if isinstance(m, nn.Linear)]
     assert [m.out_features for m in linears] == [7]
     assert str(model.device) == "cpu"
+
+
+def test_extractor_activation_is_resolved_by_name(tmp_path: Path) -> None:
+    kwargs = {"features_extractor_class": "awrl"}
+    extractor = {"features_extractor_kwargs": {"activation_fn": "identity"}}
+    body = {**PPO_BASE, "policy_kwargs": {**kwargs, **extractor}}
+    resolved = resolve_policy_kwargs(run_of(tmp_path, body), ActorCriticPolicy)
+    assert resolved["features_extractor_kwargs"]["activation_fn"] is nn.Identity
+    bad_kwargs = {"features_extractor_kwargs": {"activation_fn": "os"}}
+    bad = {**PPO_BASE, "policy_kwargs": {**kwargs, **bad_kwargs}}
+    with pytest.raises(ConfigError, match=r"features_extractor_kwargs.activation_fn"):
+        resolve_policy_kwargs(run_of(tmp_path, bad), ActorCriticPolicy)
 
 
 def test_make_model_dqn_with_oversampling_and_train_freq_list(tmp_path: Path) -> None:

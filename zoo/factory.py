@@ -306,6 +306,13 @@ def resolve_policy_kwargs(run: RunConfig, policy: type) -> dict[str, Any]:
         out[key] = value
     check_kwargs(where, policy, out, skip=4)
     extractor = out.get("features_extractor_class")
+    kwargs = out.get("features_extractor_kwargs")
+    if isinstance(kwargs, dict) and isinstance(kwargs.get("activation_fn"), str):
+        try:
+            activation = resolve("activation", kwargs["activation_fn"])
+        except ValueError as err:
+            raise ConfigError(f"{where}.features_extractor_kwargs.activation_fn: {err}") from None
+        out["features_extractor_kwargs"] = {**kwargs, "activation_fn": activation}
     if extractor is not None and "features_extractor_kwargs" in out:
         check_kwargs(
             f"{where}.features_extractor_kwargs",
