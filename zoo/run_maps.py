@@ -191,7 +191,7 @@ def _feature_map(handle: Run, model: Any, out: Path, which: str, seed: int) -> P
         fig,
         out / "attention_features.png",
         f"{_name(handle)}: feature attention over {FEATURE_STEPS} steps "
-        f"(mean over heads, seed {seed})",
+        f"(mean over heads; run seed {handle.config.seed}, episode seed {seed})",
     )
 
 

@@ -15,8 +15,9 @@ and writes:
 ``python results/atariari/summary.py --collect runs/atariari`` first copies finished runs of
 the cpu budget here, skipping folders already here: the small files, ``metrics.csv`` cut to the
 rows of :data:`METRICS` (episodes and PPO's training statistics; SB3's timers and rollout
-means are left out), and the model with its ``vecnormalize.npz`` for seed 0 of each cell only
-(checkpoints and TensorBoard logs stay in ``runs/``).
+means are left out), and the model with its ``vecnormalize.npz`` for every seed of the
+attention models (for ``attn-zoo maps``) and seed 0 of the baselines (checkpoints and
+TensorBoard logs stay in ``runs/``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ FINAL_FRACTION = 0.1
 GRID_POINTS = 200
 CONDITIONS = ("L", "4L")
 MODELS = ("g_awrl", "d_awrl", "content", "address", "fc", "cnn", "acnn")
+ATTENTION = ("g_awrl", "d_awrl", "content", "address")
 LABELS = {
     "g_awrl": "g-AWRL",
     "d_awrl": "d-AWRL",
@@ -74,7 +76,9 @@ def collect(source: Path) -> list[Path]:
         if status.get("state") != "finished" or status.get("budget") != "cpu" or target.exists():
             continue
         target.mkdir(parents=True)
-        for name in KEEP + (MODEL_FILES if status.get("seed") == 0 else ()):
+        attention = run.parent.name.split("-")[-1] in ATTENTION
+        keep_model = attention or status.get("seed") == 0
+        for name in KEEP + (MODEL_FILES if keep_model else ()):
             if (run / name).is_file():
                 shutil.copy2(run / name, target / name)
         with (run / "metrics.csv").open(newline="") as src:
@@ -168,8 +172,9 @@ def main() -> None:
                 f"{statistics.mean(walls):.0f} min |"
             )
             grid, mean, lo, hi = mean_band([episode_curve(run) for run in runs])
-            line = ax.plot(grid, mean, label=f"{LABELS[model]} ({len(runs)})")[0]
-            ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+            color = f"C{MODELS.index(model)}"  # one colour per model in every panel
+            ax.plot(grid, mean, color=color, label=f"{LABELS[model]} ({len(runs)})")
+            ax.fill_between(grid, lo, hi, color=color, alpha=0.2, linewidth=0)
             csv_rows += [
                 (condition, model, f"{s:.0f}", f"{m:.3f}", f"{a:.3f}", f"{b:.3f}", len(runs))
                 for s, m, a, b in zip(grid, mean, lo, hi, strict=True)
