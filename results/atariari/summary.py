@@ -16,8 +16,9 @@ and writes:
 the cpu budget here, skipping folders already here: the small files, ``metrics.csv`` cut to the
 rows of :data:`METRICS` (episodes and PPO's training statistics; SB3's timers and rollout
 means are left out), and the model with its ``vecnormalize.npz`` for every seed of the
-attention models (for ``attn-zoo maps``) and seed 0 of the baselines (checkpoints and
-TensorBoard logs stay in ``runs/``).
+attention models (for ``attn-zoo maps``) and seed 0 of the baselines, each under
+:data:`MAX_MODEL_BYTES` (FC at 4L is 6.5 MB: 541k weights and Adam's state); checkpoints and
+TensorBoard logs stay in ``runs/``.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ LABELS = {
 }
 KEEP = ("command.txt", "config.yml", "eval.json", "status.json")
 MODEL_FILES = ("model.zip", "vecnormalize.npz")
+MAX_MODEL_BYTES = 5_000_000
 METRICS = (
     "episode_return",
     "episode_length",
@@ -77,7 +79,8 @@ def collect(source: Path) -> list[Path]:
             continue
         target.mkdir(parents=True)
         attention = run.parent.name.split("-")[-1] in ATTENTION
-        keep_model = attention or status.get("seed") == 0
+        small = (run / "model.zip").stat().st_size < MAX_MODEL_BYTES
+        keep_model = small and (attention or status.get("seed") == 0)
         for name in KEEP + (MODEL_FILES if keep_model else ()):
             if (run / name).is_file():
                 shutil.copy2(run / name, target / name)
