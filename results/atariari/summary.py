@@ -100,13 +100,7 @@ def runs_of(tag: str) -> list[Path]:
     return sorted(p for p in (HERE / tag).glob("*-*") if (p / "eval.json").is_file())
 
 
-def episode_curve(run: Path) -> tuple[np.ndarray, np.ndarray]:
-    steps, returns = series(read_metrics(run), "episode_return")
-    return np.asarray(steps, float), rolling_mean(np.asarray(returns, float), SMOOTH)
-
-
-def final_return(run: Path) -> float:
-    steps, returns = series(read_metrics(run), "episode_return")
+def final_return(steps: np.ndarray, returns: np.ndarray) -> float:
     last = steps >= (1.0 - FINAL_FRACTION) * float(steps.max())
     return float(np.mean(returns[last]))
 
@@ -155,12 +149,16 @@ def main() -> None:
             runs = runs_of(tag)
             if not runs:
                 continue
-            finals, tests, rates, walls = [], [], [], []
+            finals, tests, rates, walls, curves = [], [], [], [], []
             for run in runs:
+                steps, returns = (
+                    np.asarray(a, float) for a in series(read_metrics(run), "episode_return")
+                )
+                curves.append((steps, rolling_mean(returns, SMOOTH)))
                 status = json.loads((run / "status.json").read_text())
                 result = json.loads((run / "eval.json").read_text())
                 test = result["policies"]["stochastic"]
-                finals.append(final_return(run))
+                finals.append(final_return(steps, returns))
                 tests.append(test["mean_reward"])
                 rates.append(status["num_timesteps"] / status["wall_seconds"])
                 walls.append(status["wall_seconds"] / 60)
@@ -174,7 +172,7 @@ def main() -> None:
                 f"{spread(tests)} | {statistics.mean(rates):,.0f} | "
                 f"{statistics.mean(walls):.0f} min |"
             )
-            grid, mean, lo, hi = mean_band([episode_curve(run) for run in runs])
+            grid, mean, lo, hi = mean_band(curves)
             color = f"C{MODELS.index(model)}"  # one colour per model in every panel
             ax.plot(grid, mean, color=color, label=f"{LABELS[model]} ({len(runs)})")
             ax.fill_between(grid, lo, hi, color=color, alpha=0.2, linewidth=0)
