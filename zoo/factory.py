@@ -292,27 +292,33 @@ def resolve_policy_kwargs(run: RunConfig, policy: type) -> dict[str, Any]:
     """``policy_kwargs`` with class names resolved and every kwarg checked."""
     raw = dict(run.body.get("policy_kwargs") or {})
     where = f"{run.name}: policy_kwargs"
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        try:
-            if key == "features_extractor_class" and isinstance(value, str):
-                value = resolve("extractor", value)
-            elif key in ("activation_fn", "share_features_extractor") and isinstance(value, str):
-                value = resolve("activation", value)
-            elif key == "optimizer_class" and isinstance(value, str):
-                value = resolve("optimizer", value)
-        except ValueError as err:
-            raise ConfigError(f"{where}.{key}: {err}") from None
-        out[key] = value
+    kinds = {
+        "features_extractor_class": "extractor",
+        "activation_fn": "activation",
+        "share_features_extractor": "activation",
+        "optimizer_class": "optimizer",
+    }
+
+    def by_name(mapping: dict[str, Any], at: str) -> dict[str, Any]:
+        resolved = dict(mapping)
+        for key, value in mapping.items():
+            if key in kinds and isinstance(value, str):
+                try:
+                    resolved[key] = resolve(kinds[key], value)
+                except ValueError as err:
+                    raise ConfigError(f"{at}.{key}: {err}") from None
+        return resolved
+
+    out = by_name(raw, where)
     check_kwargs(where, policy, out, skip=4)
     extractor = out.get("features_extractor_class")
     kwargs = out.get("features_extractor_kwargs")
     if isinstance(kwargs, dict) and isinstance(kwargs.get("activation_fn"), str):
-        try:
-            activation = resolve("activation", kwargs["activation_fn"])
-        except ValueError as err:
-            raise ConfigError(f"{where}.features_extractor_kwargs.activation_fn: {err}") from None
-        out["features_extractor_kwargs"] = {**kwargs, "activation_fn": activation}
+        # only the activation: an extractor's own kwargs may use the other names differently
+        picked = by_name(
+            {"activation_fn": kwargs["activation_fn"]}, f"{where}.features_extractor_kwargs"
+        )
+        out["features_extractor_kwargs"] = {**kwargs, **picked}
     if extractor is not None and "features_extractor_kwargs" in out:
         check_kwargs(
             f"{where}.features_extractor_kwargs",
