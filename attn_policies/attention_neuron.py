@@ -364,20 +364,24 @@ class VisionAttentionNeuron(AttentionCapture, nn.Module):
         kwargs = {"action_dim": 3, "n_queries": 1024, "qk_dim": 16, "value_dim": 16}
         return cls(**{**kwargs, "layer_norm_affine": False, **overrides})  # type: ignore[arg-type]
 
-    def forward(self, tokens: Tensor, prev_action: Tensor | None = None) -> Tensor:
+    def forward(
+        self, tokens: Tensor, prev_action: Tensor | None = None, scale: float = 1.0
+    ) -> Tensor:
+        """``tokens`` times ``scale`` (e.g. ``1 / 255`` for ``uint8`` screens, which need not
+        be converted first) -> ``(B, M, value_dim)``."""
         if tokens.dim() != 3 or tokens.shape[1] < 1 or tokens.shape[2] != self.token_dim:
             raise ValueError(
                 f"tokens must be (batch, n_patches >= 1, {self.token_dim}) for {self.patch_size}x"
                 f"{self.patch_size} patches of {self.n_frames} frames, got {tuple(tokens.shape)}"
             )
         b, n, _ = tokens.shape
+        frames = self.frames(tokens, scale)
         if prev_action is None:
-            prev_action = tokens.new_zeros(b, self.action_dim)
+            prev_action = frames.new_zeros(b, self.action_dim)
         elif prev_action.shape != (b, self.action_dim):
             raise ValueError(
                 f"prev_action must be (batch, {self.action_dim}), got {tuple(prev_action.shape)}"
             )
-        frames = rearrange(tokens, "b n (p c) -> b n c p", c=self.n_frames)
         diffs = (frames[:, :, 1:] - frames[:, :, :-1]).flatten(2)
         key_in = torch.cat([diffs, prev_action.unsqueeze(1).expand(b, n, -1)], dim=-1)
         k = self.key_proj(key_in).unsqueeze(1)  # (B, 1, N, D)
@@ -385,6 +389,22 @@ class VisionAttentionNeuron(AttentionCapture, nn.Module):
         q = self.query_proj(self.queries).expand(b, 1, self.n_queries, -1)
         out = attend(self, q, k, v, self.weights, scale=self.score_scale)
         return self.output_norm(F.relu(out[:, 0]))
+
+    def frames(self, tokens: Tensor, scale: float = 1.0) -> Tensor:
+        """``(B, N, P*P*C)`` tokens -> ``(B, N, C, P*P)`` frames times ``scale``, contiguous, in
+        the layer's dtype.
+
+        The frames are reordered frame-major before any other work, and on the tokens' own
+        dtype: a ``uint8`` batch is permuted as bytes, then converted and scaled in place.
+        Contiguous frames give contiguous differences and let the LayerNorm read its input as
+        it is (it would copy a strided view, in the forward and again in the backward pass).
+        """
+        frames = rearrange(tokens, "b n (p c) -> b n c p", c=self.n_frames).contiguous()
+        dtype = self.value_proj.weight.dtype
+        if frames.dtype != dtype:  # a new tensor: safe to scale in place
+            frames = frames.to(dtype)
+            return frames.mul_(scale) if scale != 1.0 else frames
+        return frames * scale if scale != 1.0 else frames
 
     def weights(self, q: Tensor, k: Tensor) -> Tensor:
         """The scoring function: softmax over the patches of ``q k^T / sqrt(qk_dim)``."""

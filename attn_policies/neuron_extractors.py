@@ -198,7 +198,7 @@ class AttentionNeuronExtractor(BaseFeaturesExtractor):
         else:
             assert isinstance(observations, Tensor)
             tokens, prev_action = observations, None
-        m = self.neuron(tokens.float() * self.input_scale, prev_action)
+        m = self.neuron(tokens, prev_action, scale=self.input_scale)  # uint8 stays uint8
         grid = rearrange(m, "b (h w) c -> b c h w", h=self.grid_side)
         return self.linear(self.cnn(F.relu(grid)))
 

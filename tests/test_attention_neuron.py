@@ -201,6 +201,49 @@ def test_vision_sdpa_matches_capture_path() -> None:
     torch.testing.assert_close(maps["self"].sum(-1), torch.ones(2, 1, 400))
 
 
+def _vision_forward_before_uint8(layer: VisionAttentionNeuron, tokens, prev_action):
+    """The layer's forward as first written: float tokens, frames as a strided view."""
+    b, n, _ = tokens.shape
+    frames = tokens.view(b, n, -1, layer.n_frames).transpose(2, 3)  # "b n (p c) -> b n c p"
+    diffs = (frames[:, :, 1:] - frames[:, :, :-1]).flatten(2)
+    key_in = torch.cat([diffs, prev_action.unsqueeze(1).expand(b, n, -1)], dim=-1)
+    k = layer.key_proj(key_in).unsqueeze(1)
+    v = layer.value_proj(layer.input_norm(frames).flatten(2)).unsqueeze(1)
+    q = layer.query_proj(layer.queries).expand(b, 1, layer.n_queries, -1)
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=layer.score_scale)
+    return layer.output_norm(torch.relu(out[:, 0]))
+
+
+@pytest.mark.parametrize("n", [1, 98, 196])
+def test_vision_uint8_tokens_with_scale_equal_the_float_path_exactly(n: int) -> None:
+    """Contiguous frames and the uint8 -> float conversion after the reordering change no bit
+    of the output or of the gradients."""
+    gen = torch.Generator().manual_seed(n)
+    torch.manual_seed(0)
+    layer = VisionAttentionNeuron.puzzle_pong()
+    tokens = torch.randint(0, 256, (3, n, 144), generator=gen, dtype=torch.uint8)
+    action = torch.eye(6)[[0, 4, 2]]
+    runs = {
+        "uint8": lambda: layer(tokens, action, scale=1 / 255),
+        "float": lambda: layer(tokens.float() * (1 / 255), action),
+        "float scaled": lambda: layer(tokens.float(), action, scale=1 / 255),
+        "before": lambda: _vision_forward_before_uint8(layer, tokens.float() * (1 / 255), action),
+    }
+    outputs, grads = {}, {}
+    for name, run in runs.items():
+        layer.zero_grad(set_to_none=True)
+        outputs[name] = out = run()
+        out.square().sum().backward()
+        grads[name] = [p.grad.clone() for p in layer.parameters()]
+    for name in runs:
+        assert torch.equal(outputs[name], outputs["before"]), name
+        assert all(map(torch.equal, grads[name], grads["before"])), name
+    frames = layer.frames(tokens, 1 / 255)
+    assert frames.shape == (3, n, 4, 36) and frames.dtype == torch.float32
+    assert frames.is_contiguous()
+    assert torch.equal(frames[:, :, 1], tokens[:, :, 1::4].float() * (1 / 255))  # frame 1
+
+
 def test_vision_validates_sizes() -> None:
     with pytest.raises(ValueError, match="n_frames"):
         VisionAttentionNeuron(action_dim=6, n_frames=1)

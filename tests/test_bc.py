@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -11,9 +13,9 @@ from stable_baselines3.common.env_util import make_vec_env
 from torch import nn
 
 from attn_policies.algorithms.bc import (
+    BatchSampler,
     BCConfig,
     BCDataset,
-    _augment,
     as_teacher,
     collect_rollouts,
     occlude_tokens,
@@ -52,15 +54,18 @@ def test_cross_entropy_on_teacher_actions() -> None:
 
 
 def test_prev_action_noise_is_seeded_and_touches_only_that_entry() -> None:
-    obs = {"obs": torch.ones(4000, 3), "prev_action": torch.zeros(4000, 2)}
-    config = BCConfig(prev_action_noise=0.03)
-    a = _augment(obs, config, torch.Generator().manual_seed(1))
-    b = _augment(obs, config, torch.Generator().manual_seed(1))
-    assert torch.equal(a["prev_action"], b["prev_action"])
+    obs = {"obs": np.ones((4000, 3), np.float32), "prev_action": np.zeros((4000, 2), np.float32)}
+    data = BCDataset(obs, np.zeros((4000, 1), np.float32), np.zeros(4000, np.int64))
+    sampler = BatchSampler(data, BCConfig(prev_action_noise=0.03))
+    index = torch.arange(4000)
+    a, _, _ = sampler.batch(index, torch.Generator().manual_seed(1))
+    b, _, _ = sampler.batch(index, torch.Generator().manual_seed(1))
+    c, _, _ = sampler.batch(index, torch.Generator().manual_seed(2))
+    assert torch.equal(a["prev_action"], b["prev_action"])  # seeded
+    assert not torch.equal(a["prev_action"], c["prev_action"])
     assert a["prev_action"].std().item() == pytest.approx(0.03, rel=0.05)
-    assert torch.equal(a["obs"], obs["obs"]) and torch.equal(
-        obs["prev_action"], torch.zeros(4000, 2)
-    )
+    assert torch.equal(a["obs"], torch.ones(4000, 3))
+    np.testing.assert_array_equal(obs["prev_action"], 0.0)  # the dataset is left alone
 
 
 def test_occlusion_keeps_the_same_number_of_tokens_per_sample_in_order() -> None:
@@ -72,15 +77,176 @@ def test_occlusion_keeps_the_same_number_of_tokens_per_sample_in_order() -> None
         assert rows == sorted(set(rows))  # distinct tokens, original order
         assert all(torch.equal(r, original[i]) for r, i in zip(sample, rows, strict=True))
     assert occlude_tokens(tokens, 0.0, torch.Generator()).shape == (2, 10, 3)
-    obs = {"tokens": tokens, "prev_action": torch.zeros(2, 1)}
+    obs = {"tokens": tokens.numpy(), "prev_action": np.zeros((2, 1), np.float32)}
+    data = BCDataset(obs, np.zeros((2, 1), np.float32), np.zeros(2, np.int64))
+    index = torch.arange(2)
     config = BCConfig(occlusion=(0.5, 0.5), tokens_key="tokens")
-    assert _augment(obs, config, torch.Generator())["tokens"].shape == (2, 5, 3)
-    ranged = BCConfig(occlusion=(0.2, 0.6), tokens_key="tokens")
+    batch, _, _ = BatchSampler(data, config).batch(index, torch.Generator())
+    assert batch["tokens"].shape == (2, 5, 3) and batch["prev_action"].shape == (2, 1)
+    ranged = BatchSampler(data, BCConfig(occlusion=(0.2, 0.6), tokens_key="tokens"))
     g = torch.Generator().manual_seed(3)
-    kept = {_augment(obs, ranged, g)["tokens"].shape[1] for _ in range(200)}
+    kept = {ranged.batch(index, g)[0]["tokens"].shape[1] for _ in range(200)}
     assert kept == {4, 5, 6, 7, 8}  # one ratio per batch, drawn in [0.2, 0.6]
     a, b = (occlude_tokens(tokens, 0.5, torch.Generator().manual_seed(9)) for _ in range(2))
     assert torch.equal(a, b)  # seeded
+
+
+def _occlude_reference(tokens: np.ndarray, ratio: float, g: torch.Generator) -> np.ndarray:
+    """Occlusion by numpy indexing, with occlude_tokens's draw: argsort of uniform scores."""
+    b, n = tokens.shape[:2]
+    keep = max(1, round((1.0 - ratio) * n))
+    if keep == n:
+        return tokens
+    kept = torch.rand(b, n, generator=g).argsort(dim=1)[:, :keep].sort(dim=1).values
+    return tokens[np.arange(b)[:, None], kept.numpy()]
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.1, 0.5, 0.7, 0.99])
+@pytest.mark.parametrize(
+    "tokens",
+    [
+        torch.randint(0, 256, (7, 196, 144), generator=torch.Generator().manual_seed(0)).byte(),
+        torch.randn(5, 12, 3, 2, generator=torch.Generator().manual_seed(1)),
+        torch.randn(4, 10, 6, generator=torch.Generator().manual_seed(2)).transpose(0, 1)[:4],
+        torch.arange(60).view(6, 10),
+    ],
+    ids=["uint8", "4d", "strided", "2d"],
+)
+def test_vectorised_occlusion_equals_the_reference(tokens: torch.Tensor, ratio: float) -> None:
+    b, n = tokens.shape[:2]
+    keep = max(1, round((1.0 - ratio) * n))
+    for seed in range(3):
+        fast = occlude_tokens(tokens, ratio, torch.Generator().manual_seed(seed))
+        assert fast.dtype == tokens.dtype and fast.shape == (b, keep, *tokens.shape[2:])
+        reference = _occlude_reference(tokens.numpy(), ratio, torch.Generator().manual_seed(seed))
+        assert torch.equal(fast, torch.as_tensor(reference))
+        assert torch.equal(fast, occlude_tokens(tokens, ratio, torch.Generator().manual_seed(seed)))
+    # exactly `keep` distinct tokens per sample, in their original order
+    ids = torch.arange(b * n).view(b, n)
+    kept = occlude_tokens(ids, ratio, torch.Generator().manual_seed(0))
+    for i in range(b):
+        rows = kept[i] - i * n
+        assert len(rows) == keep and bool((rows[1:] > rows[:-1]).all())
+
+
+def _reference_batch(data: BCDataset, index: np.ndarray, config: BCConfig, g: torch.Generator):
+    """The batch of the samples ``index`` written plainly: numpy indexing, then the draws in
+    BatchSampler's order (the occlusion ratio, the previous-action noise, the kept tokens),
+    then tensors (float arrays as float32)."""
+
+    def tensor(values: np.ndarray | torch.Tensor) -> torch.Tensor:
+        t = torch.as_tensor(values)
+        return t.float() if t.is_floating_point() else t
+
+    occlusion = config.occlusion
+    low, high = occlusion if isinstance(occlusion, tuple) else (occlusion, occlusion)
+    ratio = low + (high - low) * float(torch.rand((), generator=g))
+    if isinstance(data.obs, dict):
+        obs = {k: v[index] for k, v in data.obs.items()}
+        key = config.prev_action_key
+        if config.prev_action_noise and key in obs:
+            prev = tensor(obs[key]).float()
+            obs[key] = prev + torch.randn(prev.shape, generator=g) * config.prev_action_noise
+        if ratio and config.tokens_key:
+            obs[config.tokens_key] = _occlude_reference(obs[config.tokens_key], ratio, g)
+        batch = {k: tensor(v) for k, v in obs.items()}
+    else:
+        batch = tensor(_occlude_reference(data.obs[index], ratio, g) if ratio else data.obs[index])
+    return batch, tensor(data.targets[index]), torch.as_tensor(data.actions[index])
+
+
+def _reference_epoch(data: BCDataset, config: BCConfig, rng, g):  # train_bc's loop, plainly
+    order = rng.permutation(len(data))
+    for start in range(0, len(order), config.batch_size):
+        yield _reference_batch(data, order[start : start + config.batch_size], config, g)
+
+
+def _assert_same(a, b) -> None:
+    if isinstance(a, dict):
+        assert list(a) == list(b)  # same entries, same order
+        for key in a:
+            _assert_same(a[key], b[key])
+        return
+    assert a.dtype == b.dtype and torch.equal(a, b)
+
+
+def _datasets() -> dict[str, tuple[BCDataset, BCConfig]]:
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, 256, (50, 20, 12), dtype=np.uint8)
+    prev = np.eye(3, dtype=np.float32)[rng.integers(0, 3, 50)]
+    logits = rng.normal(size=(50, 3))  # float64: batches hold float32
+    actions = rng.integers(0, 3, 50)
+    readonly = tokens.copy()
+    readonly.flags.writeable = False
+    box = rng.normal(size=(50, 8, 5))
+    return {
+        "pong": (
+            BCDataset({"observation": tokens, "prev_action": prev}, logits, actions),
+            BCConfig(batch_size=16, occlusion=0.5, tokens_key="observation"),
+        ),
+        "noise and ranged occlusion, tokens last": (
+            BCDataset({"prev_action": prev, "observation": readonly}, logits, actions),
+            BCConfig(
+                batch_size=16,
+                occlusion=(0.1, 0.8),
+                tokens_key="observation",
+                prev_action_noise=0.1,
+            ),
+        ),
+        "no occlusion": (
+            BCDataset({"observation": tokens, "prev_action": prev}, logits, actions),
+            BCConfig(batch_size=16, prev_action_noise=0.03),
+        ),
+        "float64 strided box tokens": (
+            BCDataset(box.transpose(0, 2, 1)[:, ::2], logits, logits[:, :2]),
+            BCConfig(batch_size=7, occlusion=0.3),
+        ),
+        "dtype torch cannot view": (
+            BCDataset(
+                {"observation": tokens.astype(np.uint16), "prev_action": prev},
+                logits,
+                actions.astype(np.uint32),
+            ),
+            BCConfig(batch_size=16, occlusion=0.25, tokens_key="observation"),
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(_datasets()))
+def test_batch_sampler_equals_the_plain_reference(name: str) -> None:
+    data, config = _datasets()[name]
+    sampler = BatchSampler(data, config)
+    rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
+    g_a, g_b = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    for _ in range(3):  # epochs
+        expected = list(_reference_epoch(data, config, rng_a, g_a))
+        got = list(sampler.epoch(rng_b, g_b))
+        assert len(expected) == len(got) == -(-len(data) // config.batch_size)
+        for a, b in zip(expected, got, strict=True):
+            for x, y in zip(a, b, strict=True):
+                _assert_same(x, y)
+
+
+def test_train_bc_fits_the_sampler_batches() -> None:
+    """train_bc fits the reference batches, epoch after epoch, drawn from its seeded generators."""
+    data, config = _datasets()["noise and ranged occlusion, tokens last"]
+    seen = []
+
+    class Recorder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = nn.Linear(12, 3)
+
+        def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+            seen.append(obs)
+            return self.head(obs["observation"].float().mean(dim=1)) + obs["prev_action"]
+
+    train_bc(Recorder(), data, dataclasses.replace(config, epochs=2, seed=3))
+    rng, g = np.random.default_rng(3), torch.Generator().manual_seed(3)
+    expected = [obs for _ in range(2) for obs, _, _ in _reference_epoch(data, config, rng, g)]
+    assert len(seen) == len(expected) == 8
+    for a, b in zip(seen, expected, strict=True):
+        _assert_same(a, b)
 
 
 class MeanPoolStudent(nn.Module):

@@ -100,6 +100,31 @@ def test_vision_extractor_paper_sizes_and_uint8_scaling() -> None:
         assert _max_diff(ext(obs), ext(shuffled)) < 1e-5
 
 
+def test_vision_extractor_takes_uint8_tokens_unconverted_bit_for_bit() -> None:
+    """uint8 tokens go to the neuron as they are (scaled while converted): the same features
+    and gradients as the float tokens SB3 hands over, and as the float formula before."""
+    torch.manual_seed(0)
+    ext = AttentionNeuronExtractor(_pong_space())
+    obs = sample_batch(_pong_space(), 3)  # floats in [0, 255]
+    raw = {**obs, "observation": obs["observation"].to(torch.uint8)}
+    before = ext.neuron(obs["observation"].float() * ext.input_scale, obs["prev_action"])
+    grid = before.view(3, 20, 20, 32).permute(0, 3, 1, 2)
+    runs = {
+        "uint8": lambda: ext(raw),
+        "float": lambda: ext(obs),
+        "before": lambda: ext.linear(ext.cnn(torch.relu(grid))),
+    }
+    outputs, grads = {}, {}
+    for name, run in runs.items():
+        ext.zero_grad(set_to_none=True)
+        outputs[name] = out = run()
+        out.square().sum().backward(retain_graph=True)
+        grads[name] = [p.grad.clone() for p in ext.parameters()]
+    for name in runs:
+        assert torch.equal(outputs[name], outputs["before"]), name
+        assert all(map(torch.equal, grads[name], grads["before"])), name
+
+
 def test_vision_extractor_validates_space() -> None:
     with pytest.raises(ValueError, match="perfect square"):
         AttentionNeuronExtractor(_pong_space(), n_queries=399)

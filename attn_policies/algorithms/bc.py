@@ -12,7 +12,9 @@ gradient clipping and, per batch, the two augmentations of seed 001:
 
 The loss is the MSE between the student's outputs and the teacher's logits (Discrete) or
 action means (Box), or the cross-entropy of the student's logits against the teacher's
-actions.
+actions. :class:`BatchSampler` draws the batches: one ``index_select`` per entry from tensor
+views of the dataset, the occluded tokens straight from it (``uint8`` screens stay ``uint8``
+until the student converts them); ``benchmarks/bc.py`` times it against the student's step.
 
 Example:
     >>> import torch
@@ -28,7 +30,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -42,6 +45,7 @@ from attn_policies.attention import require_int, require_sizes
 __all__ = [
     "BCConfig",
     "BCDataset",
+    "BatchSampler",
     "as_teacher",
     "collect_rollouts",
     "occlude_tokens",
@@ -215,46 +219,148 @@ def occlude_tokens(tokens: Tensor, ratio: float, generator: torch.Generator) -> 
         torch.Size([2, 3, 1])
     """
     b, n = tokens.shape[:2]
+    kept = _kept_tokens(b, n, ratio, generator)
+    if kept is None:
+        return tokens
+    return _take_tokens(tokens, torch.arange(b), kept)
+
+
+def _kept_tokens(b: int, n: int, ratio: float, generator: torch.Generator) -> Tensor | None:
+    """The token indices :func:`occlude_tokens` keeps, ``(b, keep)`` ascending per row, or
+    ``None`` (and no draw) when ``ratio`` keeps them all."""
     keep = max(1, round((1.0 - ratio) * n))
     if keep == n:
-        return tokens
+        return None
     scores = torch.rand(b, n, generator=generator)
-    index = scores.argsort(dim=1)[:, :keep].sort(dim=1).values
-    return tokens.gather(1, index.view(b, keep, *([1] * (tokens.dim() - 2))).expand(
-        b, keep, *tokens.shape[2:]
-    ))  # fmt: skip
+    return scores.argsort(dim=1)[:, :keep].sort(dim=1).values
 
 
-def _tensor(values: np.ndarray) -> Tensor:
-    """Float arrays become float32 (MuJoCo observations are float64); others keep their type."""
-    tensor = torch.as_tensor(values)
+def _take_tokens(source: Tensor, rows: Tensor, kept: Tensor) -> Tensor:
+    """``source[rows[i], kept[i]]`` for every ``i``: ``(len(rows), keep, ...)``, one row copy
+    per kept token (``index_select`` on the ``(S * N, ...)`` view of ``source``), any dtype."""
+    if not source.is_contiguous():
+        source, rows = source.index_select(0, rows), torch.arange(len(rows))
+    n, rest = source.shape[1], source.shape[2:]
+    flat = (rows.unsqueeze(1) * n + kept).view(-1)
+    return source.reshape(-1, *rest).index_select(0, flat).view(*kept.shape, *rest)
+
+
+def _tensor(tensor: Tensor) -> Tensor:
+    """Float tensors become float32 (MuJoCo observations are float64); others keep their type."""
     return tensor.float() if tensor.is_floating_point() else tensor
 
 
-def _batch(data: BCDataset, index: np.ndarray) -> tuple[Any, Tensor, Tensor]:
-    if isinstance(data.obs, dict):
-        obs: Any = {k: _tensor(v[index]) for k, v in data.obs.items()}
-    else:
-        obs = _tensor(data.obs[index])
-    return obs, _tensor(data.targets[index]), torch.as_tensor(data.actions[index])
-
-
-def _augment(obs: Any, config: BCConfig, generator: torch.Generator) -> Any:
-    """The batch with prev-action noise and one occlusion ratio for all its samples."""
+def _draw_ratio(config: BCConfig, generator: torch.Generator) -> float:
     low, high = _ratio_range(config.occlusion)
-    ratio = low + (high - low) * float(torch.rand((), generator=generator))
-    if isinstance(obs, dict):
-        obs = dict(obs)
-        if config.prev_action_noise and config.prev_action_key in obs:
-            prev = obs[config.prev_action_key].float()
-            noise = torch.randn(prev.shape, generator=generator) * config.prev_action_noise
-            obs[config.prev_action_key] = prev + noise
-        if ratio and config.tokens_key:
-            obs[config.tokens_key] = occlude_tokens(obs[config.tokens_key], ratio, generator)
-        return obs
-    if ratio:
-        return occlude_tokens(obs, ratio, generator)
-    return obs
+    return low + (high - low) * float(torch.rand((), generator=generator))
+
+
+def _noisy(prev: Tensor, config: BCConfig, generator: torch.Generator) -> Tensor:
+    prev = prev.float()
+    return prev + torch.randn(prev.shape, generator=generator) * config.prev_action_noise
+
+
+# dtypes that torch.from_numpy views and index_select takes
+_VIEWABLE = frozenset(map(np.dtype, ["?", "u1", "i1", "i2", "i4", "i8", "f2", "f4", "f8"]))
+
+
+def _view(values: Any) -> Tensor | None:
+    """``values`` as a tensor sharing its memory, or ``None`` (then numpy indexes it)."""
+    if isinstance(values, Tensor):
+        return values
+    if not isinstance(values, np.ndarray) or values.dtype not in _VIEWABLE:
+        return None
+    if any(s < 0 for s in values.strides):
+        return None
+    with warnings.catch_warnings():  # a read-only array: it is only ever read here
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(values)
+
+
+class _Column:
+    """One array of the dataset, indexed batch by batch (first axis: the sample) through a
+    tensor view of it, or numpy's indexing for a dtype torch cannot view; float arrays come
+    out float32 (``_tensor``) unless ``keep_dtype``."""
+
+    def __init__(self, values: Any, keep_dtype: bool = False) -> None:
+        self.values, self.view, self.keep_dtype = values, _view(values), keep_dtype
+        self.shape = tuple(self.view.shape) if self.view is not None else np.shape(values)
+
+    def _out(self, tensor: Tensor) -> Tensor:
+        return tensor if self.keep_dtype else _tensor(tensor)
+
+    def take(self, index: Tensor) -> Tensor:
+        if self.view is None:
+            return self._out(torch.as_tensor(self.values[index.numpy()]))
+        return self._out(self.view.index_select(0, index))
+
+    def take_tokens(self, index: Tensor, kept: Tensor) -> Tensor:
+        """Only the tokens ``kept`` ``(batch, keep)`` of the samples ``index``."""
+        if self.view is None:
+            tokens = torch.as_tensor(self.values[index.numpy()])
+            return self._out(_take_tokens(tokens, torch.arange(len(index)), kept))
+        return self._out(_take_tokens(self.view, index, kept))
+
+
+class BatchSampler:
+    """The batches :func:`train_bc` fits, augmented as :class:`BCConfig` asks.
+
+    Every batch draws from ``generator`` in a fixed order: the occlusion ratio (one uniform
+    draw, even when ``occlusion`` is ``0``), then the previous-action noise (Dict
+    observations with ``prev_action_noise``), then the kept tokens (as
+    :func:`occlude_tokens` draws them, when the ratio drops any), so a seed fixes the batches.
+    The dataset is viewed as tensors once (no copy), a batch is one ``index_select`` per
+    entry, and occluded tokens are taken straight from the dataset: only the kept ones are
+    copied, in their own dtype (``uint8`` screens stay ``uint8``; the student converts them).
+    Float entries and targets come out float32; the actions keep their dtype.
+
+    Example:
+        >>> obs = np.arange(4 * 6 * 2, dtype=np.uint8).reshape(4, 6, 2)
+        >>> data = BCDataset(obs, np.zeros((4, 1)), np.zeros(4))
+        >>> sampler = BatchSampler(data, BCConfig(batch_size=2, occlusion=0.5))
+        >>> g = torch.Generator().manual_seed(0)
+        >>> [(o.shape, o.dtype) for o, _, _ in sampler.epoch(np.random.default_rng(0), g)]
+        [(torch.Size([2, 3, 2]), torch.uint8), (torch.Size([2, 3, 2]), torch.uint8)]
+    """
+
+    def __init__(self, data: BCDataset, config: BCConfig) -> None:
+        self.data, self.config = data, config
+        self.is_dict = isinstance(data.obs, dict)
+        entries = data.obs if isinstance(data.obs, dict) else {"": data.obs}
+        self.obs = {k: _Column(v) for k, v in entries.items()}
+        self.targets = _Column(data.targets)
+        self.actions = _Column(data.actions, keep_dtype=True)
+
+    def _tokens(self, key: str, index: Tensor, ratio: float, generator: torch.Generator) -> Tensor:
+        column = self.obs[key]
+        kept = _kept_tokens(len(index), column.shape[1], ratio, generator)
+        return column.take(index) if kept is None else column.take_tokens(index, kept)
+
+    def batch(self, index: Tensor, generator: torch.Generator) -> tuple[Any, Tensor, Tensor]:
+        """The augmented batch of the samples ``index`` (int64): ``(obs, targets, actions)``."""
+        config = self.config
+        ratio = _draw_ratio(config, generator)
+        if not self.is_dict:
+            obs: Any = (
+                self._tokens("", index, ratio, generator) if ratio else self.obs[""].take(index)
+            )
+        else:
+            occluded = config.tokens_key if ratio and config.tokens_key else None
+            obs = {k: None if k == occluded else c.take(index) for k, c in self.obs.items()}
+            if config.prev_action_noise and config.prev_action_key in obs:
+                key = config.prev_action_key
+                obs[key] = _noisy(obs[key], config, generator)
+            if occluded is not None:
+                obs[occluded] = self._tokens(occluded, index, ratio, generator)
+        return obs, self.targets.take(index), self.actions.take(index)
+
+    def epoch(
+        self, rng: np.random.Generator, generator: torch.Generator
+    ) -> Iterator[tuple[Any, Tensor, Tensor]]:
+        """One pass over the data in a fresh shuffled order (``rng.permutation``)."""
+        order = torch.from_numpy(rng.permutation(len(self.data)))
+        for start in range(0, len(order), self.config.batch_size):
+            yield self.batch(order[start : start + self.config.batch_size], generator)
 
 
 def _check_keys(data: BCDataset, config: BCConfig) -> None:
@@ -307,12 +413,11 @@ def train_bc(
     optimizer = torch.optim.Adam(student.parameters(), lr=config.learning_rate)
     history: list[dict[str, float]] = []
     student.train()
+    sampler = BatchSampler(data, config)
     for epoch in range(1, config.epochs + 1):
-        order = rng.permutation(len(data))
         losses = []
-        for start in range(0, len(order), config.batch_size):
-            obs, targets, actions = _batch(data, order[start : start + config.batch_size])
-            out = student(_augment(obs, config, generator))
+        for obs, targets, actions in sampler.epoch(rng, generator):
+            out = student(obs)
             if config.loss == "mse":
                 loss = F.mse_loss(out, targets.reshape(out.shape))
             else:

@@ -25,16 +25,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
-import shutil
 import statistics
 from pathlib import Path
 
-import numpy as np
-
 from attn_policies.canvas import new_figure, save_figure
-from zoo.metrics import read_metrics, series
 from zoo.plots import rolling_mean
+from zoo.results import collect_runs, final_return, plot_band, read_run, spread
 
 HERE = Path(__file__).parent
 SMOOTH = 20
@@ -52,8 +48,6 @@ LABELS = {
     "cnn": "CNN",
     "acnn": "a-CNN",
 }
-KEEP = ("command.txt", "config.yml", "eval.json", "status.json")
-MODEL_FILES = ("model.zip", "vecnormalize.npz")
 MAX_MODEL_BYTES = 5_000_000
 METRICS = (
     "episode_return",
@@ -68,59 +62,12 @@ METRICS = (
 )
 
 
-def collect(source: Path) -> list[Path]:
-    """Copy the finished cpu-budget runs under ``source`` (``runs/atariari``) here."""
-    copied = []
-    for status_file in sorted(source.glob("*/*/status.json")):
-        run = status_file.parent
-        status = json.loads(status_file.read_text())
-        target = HERE / run.parent.name / run.name
-        if status.get("state") != "finished" or status.get("budget") != "cpu" or target.exists():
-            continue
-        target.mkdir(parents=True)
-        attention = run.parent.name.split("-")[-1] in ATTENTION
-        small = (run / "model.zip").stat().st_size < MAX_MODEL_BYTES
-        keep_model = small and (attention or status.get("seed") == 0)
-        for name in KEEP + (MODEL_FILES if keep_model else ()):
-            if (run / name).is_file():
-                shutil.copy2(run / name, target / name)
-        with (run / "metrics.csv").open(newline="") as src:
-            rows = csv.reader(src)
-            header = next(rows)
-            with (target / "metrics.csv").open("w", newline="") as dst:
-                out = csv.writer(dst)
-                out.writerow(header)
-                out.writerows(row for row in rows if row[2] in METRICS)
-        shutil.copytree(run / "monitor", target / "monitor")
-        copied.append(target)
-    return copied
+def keep_model(tag: str, status: dict) -> bool:
+    return tag.split("-")[-1] in ATTENTION or status.get("seed") == 0
 
 
 def runs_of(tag: str) -> list[Path]:
     return sorted(p for p in (HERE / tag).glob("*-*") if (p / "eval.json").is_file())
-
-
-def final_return(steps: np.ndarray, returns: np.ndarray) -> float:
-    last = steps >= (1.0 - FINAL_FRACTION) * float(steps.max())
-    return float(np.mean(returns[last]))
-
-
-def mean_band(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
-    """Mean and band over seeds on the step range every seed covers."""
-    start, end = max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
-    grid = np.linspace(start, end, GRID_POINTS)
-    ys = np.stack([np.interp(grid, x, y) for x, y in curves])
-    mean = ys.mean(axis=0)
-    if len(curves) >= 3:
-        sd = ys.std(axis=0, ddof=1)
-        return grid, mean, mean - sd, mean + sd
-    return grid, mean, ys.min(axis=0), ys.max(axis=0)
-
-
-def spread(values: list[float], digits: int = 1) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.{digits}f} (1 seed)"
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
 def main() -> None:
@@ -128,7 +75,8 @@ def main() -> None:
     parser.add_argument("--collect", type=Path, help="copy finished cpu runs from this folder")
     args = parser.parse_args()
     if args.collect is not None:
-        for target in collect(args.collect):
+        found = collect_runs(args.collect, HERE, "cpu", METRICS, keep_model, MAX_MODEL_BYTES)
+        for target in found:
             print(f"collected {target.relative_to(HERE)}")
 
     fig = new_figure(6.0 * len(CONDITIONS), 4.5)
@@ -149,36 +97,27 @@ def main() -> None:
             runs = runs_of(tag)
             if not runs:
                 continue
-            finals, tests, rates, walls, curves = [], [], [], [], []
-            for run in runs:
-                steps, returns = (
-                    np.asarray(a, float) for a in series(read_metrics(run), "episode_return")
-                )
-                curves.append((steps, rolling_mean(returns, SMOOTH)))
-                status = json.loads((run / "status.json").read_text())
-                result = json.loads((run / "eval.json").read_text())
-                test = result["policies"]["stochastic"]
-                finals.append(final_return(steps, returns))
-                tests.append(test["mean_reward"])
-                rates.append(status["num_timesteps"] / status["wall_seconds"])
-                walls.append(status["wall_seconds"] / 60)
+            results = [read_run(run) for run in runs]
+            curves = [(r.steps, rolling_mean(r.returns, SMOOTH)) for r in results]
+            finals = [final_return(r.steps, r.returns, FINAL_FRACTION) for r in results]
+            tests = [r.eval["policies"]["stochastic"] for r in results]
+            for r, final, test in zip(results, finals, tests, strict=True):
                 rows.append(
-                    f"| {tag} | {status['seed']} | {status['num_timesteps']:,} | "
-                    f"{finals[-1]:.1f} | {test['mean_reward']:.1f} ± {test['std_reward']:.1f} | "
-                    f"{rates[-1]:,.0f} | {walls[-1]:.0f} min |"
+                    f"| {tag} | {r.seed} | {r.num_timesteps:,} | {final:.1f} | "
+                    f"{test['mean_reward']:.1f} ± {test['std_reward']:.1f} | "
+                    f"{r.steps_per_s:,.0f} | {r.wall_minutes:.0f} min |"
                 )
             means.append(
                 f"| {condition} | {LABELS[model]} | {len(runs)} | {spread(finals)} | "
-                f"{spread(tests)} | {statistics.mean(rates):,.0f} | "
-                f"{statistics.mean(walls):.0f} min |"
+                f"{spread([t['mean_reward'] for t in tests])} | "
+                f"{statistics.mean(r.steps_per_s for r in results):,.0f} | "
+                f"{statistics.mean(r.wall_minutes for r in results):.0f} min |"
             )
-            grid, mean, lo, hi = mean_band(curves)
             color = f"C{MODELS.index(model)}"  # one colour per model in every panel
-            ax.plot(grid, mean, color=color, label=f"{LABELS[model]} ({len(runs)})")
-            ax.fill_between(grid, lo, hi, color=color, alpha=0.2, linewidth=0)
+            label = f"{LABELS[model]} ({len(runs)})"
             csv_rows += [
                 (condition, model, f"{s:.0f}", f"{m:.3f}", f"{a:.3f}", f"{b:.3f}", len(runs))
-                for s, m, a, b in zip(grid, mean, lo, hi, strict=True)
+                for s, m, a, b in plot_band(ax, curves, color, label, GRID_POINTS)
             ]
         ax.set_title(f"Pong {condition}")
         ax.set_xlabel("steps")

@@ -1,0 +1,137 @@
+"""zoo.results: collecting finished runs into results/ and averaging seeds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from zoo.results import collect_runs, final_return, mean_band, plot_band, read_run, spread
+
+METRICS_CSV = (
+    "step,wall_time,metric,value\n"
+    "8,1.0,episode_return,-21\n"
+    "8,1.0,time/fps,500\n"
+    "16,2.0,train/value_loss,0.5\n"
+    "16,2.0,episode_return,-19\n"
+)
+
+
+def make_run(
+    root: Path,
+    tag: str,
+    name: str,
+    state: str = "finished",
+    budget: str = "cpu",
+    seed: int = 0,
+    model_bytes: int = 100,
+) -> Path:
+    run = root / tag / name
+    (run / "monitor").mkdir(parents=True)
+    (run / "monitor" / "train_0.monitor.csv").write_text('#{"t_start": 0}\nr,l,t\n')
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "rl_model_8_steps.zip").write_bytes(b"x")
+    status = {"state": state, "budget": budget, "seed": seed}
+    (run / "status.json").write_text(json.dumps(status))
+    for name_ in ("eval.json", "config.yml", "command.txt", "vecnormalize.npz"):
+        (run / name_).write_text(name_)
+    (run / "model.zip").write_bytes(b"m" * model_bytes)
+    (run / "metrics.csv").write_text(METRICS_CSV)
+    return run
+
+
+def test_collect_copies_only_finished_runs_of_the_budget(tmp_path: Path) -> None:
+    src, dst = tmp_path / "runs", tmp_path / "results"
+    make_run(src, "Pong-cnn", "0-a")
+    make_run(src, "Pong-cnn", "1-b", state="running")
+    make_run(src, "Pong-cnn", "2-c", budget="smoke")
+    make_run(src, "Pong-fc", "0-d", state="failed")
+    out = collect_runs(src, dst, "cpu", ["episode_return", "train/value_loss"])
+    assert [p.relative_to(dst).as_posix() for p in out] == ["Pong-cnn/0-a"]
+    files = sorted(p.relative_to(out[0]).as_posix() for p in out[0].rglob("*") if p.is_file())
+    assert files == [
+        "command.txt",
+        "config.yml",
+        "eval.json",
+        "metrics.csv",
+        "monitor/train_0.monitor.csv",
+        "status.json",
+    ]  # no model without keep_model, no checkpoints
+    rows = (out[0] / "metrics.csv").read_text().splitlines()
+    assert rows == [
+        "step,wall_time,metric,value",
+        "8,1.0,episode_return,-21",
+        "16,2.0,train/value_loss,0.5",
+        "16,2.0,episode_return,-19",
+    ]
+
+
+def test_collect_keeps_models_that_are_asked_for_and_small(tmp_path: Path) -> None:
+    src, dst = tmp_path / "runs", tmp_path / "results"
+    make_run(src, "Pong-fc", "0-a", seed=0)
+    make_run(src, "Pong-fc", "1-b", seed=1)
+    make_run(src, "Pong-big", "0-c", seed=0, model_bytes=2_000)
+    out = collect_runs(
+        src, dst, "cpu", ["episode_return"], lambda tag, st: st["seed"] == 0, max_model_bytes=1_000
+    )
+    kept = {p.relative_to(dst).as_posix(): (p / "model.zip").is_file() for p in out}
+    assert kept == {"Pong-big/0-c": False, "Pong-fc/0-a": True, "Pong-fc/1-b": False}
+    assert (dst / "Pong-fc/0-a/vecnormalize.npz").is_file()
+
+
+def test_collect_never_overwrites_what_is_there(tmp_path: Path) -> None:
+    src, dst = tmp_path / "runs", tmp_path / "results"
+    make_run(src, "Pong-cnn", "0-a")
+    (first,) = collect_runs(src, dst, "cpu", ["episode_return"])
+    (first / "eval.json").write_text("edited")
+    assert collect_runs(src, dst, "cpu", ["episode_return"]) == []
+    assert (first / "eval.json").read_text() == "edited"
+
+
+def test_mean_band_is_sd_over_three_seeds_on_the_shared_range() -> None:
+    x = np.array([0.0, 100.0])
+    short = np.array([0.0, 50.0])
+    curves = [(x, np.array([0.0, 100.0])), (x, np.array([2.0, 102.0])), (short, np.zeros(2))]
+    grid, mean, lo, hi = mean_band(curves, points=2)
+    assert grid.tolist() == [0.0, 50.0]  # where every seed has data
+    ys = np.array([[0.0, 50.0], [2.0, 52.0], [0.0, 0.0]])
+    np.testing.assert_allclose(mean, ys.mean(axis=0))
+    np.testing.assert_allclose(hi - mean, ys.std(axis=0, ddof=1))
+    np.testing.assert_allclose(mean - lo, ys.std(axis=0, ddof=1))
+
+
+def test_final_return_and_spread() -> None:
+    steps = np.arange(1, 101, dtype=float)
+    assert final_return(steps, steps) == pytest.approx(np.mean(np.arange(90, 101)))
+    assert final_return(steps, steps, fraction=0.5) == pytest.approx(np.mean(np.arange(50, 101)))
+    assert spread([1.0, 3.0], digits=2) == "2.00 ± 1.41"
+    assert spread([5.0]) == "5.0 (1 seed)"
+
+
+def test_read_run_reads_episodes_status_and_eval(tmp_path: Path) -> None:
+    run = make_run(tmp_path, "Pong-cnn", "2-a", seed=2)
+    status = {"state": "finished", "budget": "cpu", "seed": 2}
+    status |= {"num_timesteps": 1_000, "wall_seconds": 120.0}
+    (run / "status.json").write_text(json.dumps(status))
+    (run / "eval.json").write_text(json.dumps({"policies": {"stochastic": {"mean_reward": 3}}}))
+    result = read_run(run)
+    assert (result.seed, result.num_timesteps) == (2, 1_000)
+    assert result.steps_per_s == pytest.approx(1_000 / 120.0)
+    assert result.wall_minutes == pytest.approx(2.0)
+    assert result.steps.tolist() == [8.0, 16.0]
+    assert result.returns.tolist() == [-21.0, -19.0]
+    assert result.eval["policies"]["stochastic"]["mean_reward"] == 3
+
+
+def test_plot_band_draws_the_mean_and_returns_its_rows() -> None:
+    from attn_policies.canvas import new_figure
+
+    ax = new_figure(3, 3).subplots()
+    x = np.array([0.0, 10.0])
+    rows = plot_band(ax, [(x, x), (x, x + 2.0)], "C0", "cnn", points=3)
+    assert rows == [(0.0, 1.0, 0.0, 2.0), (5.0, 6.0, 5.0, 7.0), (10.0, 11.0, 10.0, 12.0)]
+    (line,) = ax.lines
+    assert line.get_label() == "cnn"
+    assert line.get_ydata().tolist() == [1.0, 6.0, 11.0]

@@ -1,0 +1,203 @@
+"""From run folders to committed evidence: copy finished runs, average seeds, format spreads.
+
+A grid (``attn-zoo train NAME --budget cpu``, locally or on Ray) leaves one run folder per
+cell and seed under ``runs/<experiment>/<tag>/<seed>-<time>/``. The scripts under
+``results/<experiment>/`` use these helpers to copy the finished ones into the repository
+(:func:`collect_runs`: small files only, ``metrics.csv`` trimmed to the rows a figure needs)
+and to draw the mean ± spread over seeds (:func:`mean_band`, :func:`spread`).
+
+Example:
+    >>> import tempfile
+    >>> src, dst = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
+    >>> run = src / "Pong-cnn" / "0-20260101-000000"
+    >>> (run / "monitor").mkdir(parents=True)
+    >>> status = {"state": "finished", "budget": "cpu", "seed": 0}
+    >>> _ = (run / "status.json").write_text(json.dumps(status))
+    >>> _ = (run / "eval.json").write_text("{}")
+    >>> rows = "step,wall_time,metric,value\\n8,1.0,episode_return,-21\\n8,1.0,time/fps,500\\n"
+    >>> _ = (run / "metrics.csv").write_text(rows)
+    >>> [p.relative_to(dst).as_posix() for p in collect_runs(src, dst, "cpu", ["episode_return"])]
+    ['Pong-cnn/0-20260101-000000']
+    >>> (dst / "Pong-cnn/0-20260101-000000/metrics.csv").read_text().splitlines()
+    ['step,wall_time,metric,value', '8,1.0,episode_return,-21']
+    >>> collect_runs(src, dst, "cpu", ["episode_return"])  # already here: skipped
+    []
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import statistics
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zoo.metrics import read_metrics, series
+
+__all__ = [
+    "KEEP_FILES",
+    "MODEL_FILES",
+    "RunResult",
+    "collect_runs",
+    "final_return",
+    "mean_band",
+    "plot_band",
+    "read_run",
+    "spread",
+]
+
+KEEP_FILES = ("command.txt", "config.yml", "eval.json", "status.json")
+MODEL_FILES = ("model.zip", "vecnormalize.npz")
+
+
+def collect_runs(
+    source: str | Path,
+    target: str | Path,
+    budget: str,
+    metrics: Collection[str],
+    keep_model: Callable[[str, dict[str, Any]], bool] | None = None,
+    max_model_bytes: int = 5_000_000,
+) -> list[Path]:
+    """Copy the finished runs of ``budget`` under ``source`` to ``target``.
+
+    Runs are ``source/<tag>/<run>/`` folders with a ``status.json``; one is copied when its
+    state is ``finished``, its budget is ``budget`` and ``target/<tag>/<run>`` does not exist
+    yet (so collecting twice changes nothing). Copied: :data:`KEEP_FILES`, the ``monitor/``
+    folder, ``metrics.csv`` cut to the rows whose metric is in ``metrics``, and
+    :data:`MODEL_FILES` when ``keep_model(tag, status)`` says so and ``model.zip`` is under
+    ``max_model_bytes`` (checkpoints and TensorBoard logs stay behind).
+
+    Returns:
+        The run folders created under ``target``.
+    """
+    source, target = Path(source), Path(target)
+    wanted = set(metrics)
+    copied = []
+    for status_file in sorted(source.glob("*/*/status.json")):
+        run = status_file.parent
+        status = json.loads(status_file.read_text())
+        out = target / run.parent.name / run.name
+        if status.get("state") != "finished" or status.get("budget") != budget or out.exists():
+            continue
+        out.mkdir(parents=True)
+        model = run / "model.zip"
+        small = model.is_file() and model.stat().st_size < max_model_bytes
+        with_model = small and keep_model is not None and keep_model(run.parent.name, status)
+        for name in KEEP_FILES + (MODEL_FILES if with_model else ()):
+            if (run / name).is_file():
+                shutil.copy2(run / name, out / name)
+        with (run / "metrics.csv").open(newline="") as src:
+            rows = csv.reader(src)
+            header = next(rows)
+            column = header.index("metric")
+            with (out / "metrics.csv").open("w", newline="") as dst:
+                writer = csv.writer(dst)
+                writer.writerow(header)
+                writer.writerows(row for row in rows if row[column] in wanted)
+        if (run / "monitor").is_dir():
+            shutil.copytree(run / "monitor", out / "monitor")
+        copied.append(out)
+    return copied
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a summary table needs of one finished run folder (:func:`read_run`)."""
+
+    path: Path
+    seed: int
+    num_timesteps: int
+    steps_per_s: float
+    wall_minutes: float
+    steps: np.ndarray  # env step at the end of each training episode
+    returns: np.ndarray  # that episode's return
+    eval: dict[str, Any]  # eval.json
+
+
+def read_run(path: str | Path) -> RunResult:
+    """The training episodes (``metrics.csv``), ``status.json`` and ``eval.json`` of a run."""
+    path = Path(path)
+    steps, returns = series(read_metrics(path), "episode_return")
+    status = json.loads((path / "status.json").read_text())
+    return RunResult(
+        path=path,
+        seed=int(status["seed"]),
+        num_timesteps=int(status["num_timesteps"]),
+        steps_per_s=status["num_timesteps"] / status["wall_seconds"],
+        wall_minutes=status["wall_seconds"] / 60,
+        steps=np.asarray(steps, dtype=np.float64),
+        returns=np.asarray(returns, dtype=np.float64),
+        eval=json.loads((path / "eval.json").read_text()),
+    )
+
+
+def final_return(steps: np.ndarray, returns: np.ndarray, fraction: float = 0.1) -> float:
+    """Mean return of the episodes that end in the last ``fraction`` of the steps.
+
+    Example:
+        >>> final_return(np.array([10, 50, 95, 100]), np.array([-21.0, -5.0, 3.0, 5.0]))
+        4.0
+    """
+    steps = np.asarray(steps, dtype=np.float64)
+    last = steps >= (1.0 - fraction) * float(steps.max())
+    return float(np.mean(np.asarray(returns, dtype=np.float64)[last]))
+
+
+def mean_band(
+    curves: Sequence[tuple[np.ndarray, np.ndarray]], points: int = 200
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Mean over seeds and its band, on the step range every seed covers.
+
+    The band is ± one standard deviation over seeds with three or more of them; with one or
+    two it is their min-max (a standard deviation of two values says little).
+
+    Returns:
+        ``grid, mean, lo, hi``, each of ``points`` values.
+
+    Example:
+        >>> x = np.array([0.0, 10.0])
+        >>> grid, mean, lo, hi = mean_band([(x, x), (x, x + 2.0)], points=3)
+        >>> grid.tolist(), mean.tolist(), lo.tolist(), hi.tolist()
+        ([0.0, 5.0, 10.0], [1.0, 6.0, 11.0], [0.0, 5.0, 10.0], [2.0, 7.0, 12.0])
+    """
+    start = max(float(x[0]) for x, _ in curves)
+    end = min(float(x[-1]) for x, _ in curves)
+    grid = np.linspace(start, end, points)
+    ys = np.stack([np.interp(grid, x, y) for x, y in curves])
+    mean = ys.mean(axis=0)
+    if len(curves) >= 3:
+        sd = ys.std(axis=0, ddof=1)
+        return grid, mean, mean - sd, mean + sd
+    return grid, mean, ys.min(axis=0), ys.max(axis=0)
+
+
+def plot_band(
+    ax: Any,
+    curves: Sequence[tuple[np.ndarray, np.ndarray]],
+    color: str,
+    label: str,
+    points: int = 200,
+) -> list[tuple[float, float, float, float]]:
+    """Draw :func:`mean_band` of ``curves`` on a matplotlib axis; returns its
+    ``(step, mean, lo, hi)`` rows (for a CSV beside the figure)."""
+    grid, mean, lo, hi = mean_band(curves, points)
+    ax.plot(grid, mean, color=color, label=label)
+    ax.fill_between(grid, lo, hi, color=color, alpha=0.2, linewidth=0)
+    return list(zip(grid.tolist(), mean.tolist(), lo.tolist(), hi.tolist(), strict=True))
+
+
+def spread(values: Sequence[float], digits: int = 1) -> str:
+    """``mean ± sd`` over seeds, or the one value with ``(1 seed)``.
+
+    Example:
+        >>> spread([1.0, 2.0, 3.0]), spread([-20.25])
+        ('2.0 ± 1.0', '-20.2 (1 seed)')
+    """
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f} (1 seed)"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
