@@ -8,7 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zoo.results import collect_runs, final_return, mean_band, plot_band, read_run, spread
+from zoo.results import (
+    collect_runs,
+    final_return,
+    finished_runs,
+    mean_band,
+    plot_band,
+    read_run,
+    spread,
+)
 
 METRICS_CSV = (
     "step,wall_time,metric,value\n"
@@ -135,3 +143,20 @@ def test_plot_band_draws_the_mean_and_returns_its_rows() -> None:
     (line,) = ax.lines
     assert line.get_label() == "cnn"
     assert line.get_ydata().tolist() == [1.0, 6.0, 11.0]
+
+
+def test_finished_runs_and_run_result_helpers(tmp_path: Path) -> None:
+    done = make_run(tmp_path, "Pong-cnn", "0-a")
+    unfinished = make_run(tmp_path, "Pong-cnn", "1-b")
+    (unfinished / "eval.json").unlink()
+    assert finished_runs(tmp_path / "Pong-cnn") == [done]
+    assert finished_runs(tmp_path / "missing") == []
+    status = {"state": "finished", "budget": "cpu", "seed": 0}
+    status |= {"num_timesteps": 16, "wall_seconds": 1.0}
+    (done / "status.json").write_text(json.dumps(status))
+    (done / "eval.json").write_text("{}")
+    result = read_run(done)
+    steps, smooth = result.curve(2)
+    assert steps.tolist() == [8.0, 16.0] and smooth.tolist() == [-21.0, -20.0]
+    assert result.final_return(0.5) == pytest.approx(-20.0)  # ends at 8 >= 0.5 * 16: both
+    assert result.final_return(0.4) == pytest.approx(-19.0)  # only the episode at step 16

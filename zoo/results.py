@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from zoo.metrics import read_metrics, series
+from zoo.plots import rolling_mean
 
 __all__ = [
     "KEEP_FILES",
@@ -45,6 +46,7 @@ __all__ = [
     "RunResult",
     "collect_runs",
     "final_return",
+    "finished_runs",
     "mean_band",
     "plot_band",
     "read_run",
@@ -117,6 +119,19 @@ class RunResult:
     steps: np.ndarray  # env step at the end of each training episode
     returns: np.ndarray  # that episode's return
     eval: dict[str, Any]  # eval.json
+
+    def curve(self, smooth: int) -> tuple[np.ndarray, np.ndarray]:
+        """The episode returns' rolling mean over ``smooth`` episodes, against steps."""
+        return self.steps, rolling_mean(self.returns, smooth)
+
+    def final_return(self, fraction: float = 0.1) -> float:
+        """:func:`final_return` of this run's training episodes."""
+        return final_return(self.steps, self.returns, fraction)
+
+
+def finished_runs(folder: str | Path) -> list[Path]:
+    """The run folders ``folder/<seed>-<time>/`` that have an ``eval.json``, sorted."""
+    return sorted(p for p in Path(folder).glob("*-*") if (p / "eval.json").is_file())
 
 
 def read_run(path: str | Path) -> RunResult:

@@ -28,8 +28,7 @@ import statistics
 from pathlib import Path
 
 from attn_policies.canvas import new_figure, save_figure
-from zoo.plots import rolling_mean
-from zoo.results import collect_runs, final_return, plot_band, read_run, spread
+from zoo.results import collect_runs, finished_runs, plot_band, read_run, spread
 
 HERE = Path(__file__).parent
 SMOOTH = 20
@@ -60,10 +59,6 @@ METRICS = (
 )
 
 
-def runs_of(tag: str) -> list[Path]:
-    return sorted(p for p in (HERE / tag).glob("*-*") if (p / "eval.json").is_file())
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--collect", type=Path, help="copy finished cpu runs from this folder")
@@ -72,7 +67,7 @@ def main() -> None:
         for target in collect_runs(args.collect, HERE, "cpu", METRICS):
             print(f"collected {target.relative_to(HERE)}")
 
-    games = [g for g in GAMES if any(runs_of(f"{g}-{v}") for v in VARIANTS)]
+    games = [g for g in GAMES if any(finished_runs(HERE / f"{g}-{v}") for v in VARIANTS)]
     fig = new_figure(6.0 * max(len(games), 1), 4.5)
     axes = fig.subplots(1, max(len(games), 1), squeeze=False)[0]
     csv_rows = [("game", "variant", "step", "mean", "lo", "hi", "n_seeds")]
@@ -89,12 +84,11 @@ def main() -> None:
     for ax, game in zip(axes, games, strict=False):
         for variant in VARIANTS:
             tag = f"{game}-{variant}"
-            runs = runs_of(tag)
-            if not runs:
+            results = [read_run(run) for run in finished_runs(HERE / tag)]
+            if not results:
                 continue
-            results = [read_run(run) for run in runs]
-            curves = [(r.steps, rolling_mean(r.returns, SMOOTH)) for r in results]
-            finals = [final_return(r.steps, r.returns, FINAL_FRACTION) for r in results]
+            curves = [r.curve(SMOOTH) for r in results]
+            finals = [r.final_return(FINAL_FRACTION) for r in results]
             training = [r.eval["training_return"] for r in results]
             tests = [r.eval["policies"]["stochastic"] for r in results]
             for r, final, train, test in zip(results, finals, training, tests, strict=True):
@@ -106,7 +100,7 @@ def main() -> None:
                 )
             paper = PAPER.get((game, variant))
             means.append(
-                f"| {game} | {LABELS[variant]} | {len(runs)} | "
+                f"| {game} | {LABELS[variant]} | {len(results)} | "
                 f"{spread([t['mean_reward'] for t in training])} | "
                 f"{'' if paper is None else paper} | {spread(finals)} | "
                 f"{spread([t['mean_reward'] for t in tests])} | "
@@ -114,9 +108,9 @@ def main() -> None:
                 f"{statistics.mean(r.wall_minutes for r in results):.0f} min |"
             )
             color = f"C{VARIANTS.index(variant)}"
-            label = f"{LABELS[variant]} ({len(runs)})"
+            label = f"{LABELS[variant]} ({len(results)})"
             csv_rows += [
-                (game, variant, f"{s:.0f}", f"{m:.3f}", f"{a:.3f}", f"{b:.3f}", len(runs))
+                (game, variant, f"{s:.0f}", f"{m:.3f}", f"{a:.3f}", f"{b:.3f}", len(results))
                 for s, m, a, b in plot_band(ax, curves, color, label, GRID_POINTS)
             ]
         ax.set_title(game)

@@ -29,8 +29,7 @@ import statistics
 from pathlib import Path
 
 from attn_policies.canvas import new_figure, save_figure
-from zoo.plots import rolling_mean
-from zoo.results import collect_runs, final_return, plot_band, read_run, spread
+from zoo.results import collect_runs, finished_runs, plot_band, read_run, spread
 
 HERE = Path(__file__).parent
 SMOOTH = 20
@@ -66,10 +65,6 @@ def keep_model(tag: str, status: dict) -> bool:
     return tag.split("-")[-1] in ATTENTION or status.get("seed") == 0
 
 
-def runs_of(tag: str) -> list[Path]:
-    return sorted(p for p in (HERE / tag).glob("*-*") if (p / "eval.json").is_file())
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--collect", type=Path, help="copy finished cpu runs from this folder")
@@ -94,12 +89,11 @@ def main() -> None:
     for ax, condition in zip(axes, CONDITIONS, strict=True):
         for model in MODELS:
             tag = f"Pong-{condition}-{model}"
-            runs = runs_of(tag)
-            if not runs:
+            results = [read_run(run) for run in finished_runs(HERE / tag)]
+            if not results:
                 continue
-            results = [read_run(run) for run in runs]
-            curves = [(r.steps, rolling_mean(r.returns, SMOOTH)) for r in results]
-            finals = [final_return(r.steps, r.returns, FINAL_FRACTION) for r in results]
+            curves = [r.curve(SMOOTH) for r in results]
+            finals = [r.final_return(FINAL_FRACTION) for r in results]
             tests = [r.eval["policies"]["stochastic"] for r in results]
             for r, final, test in zip(results, finals, tests, strict=True):
                 rows.append(
@@ -108,15 +102,15 @@ def main() -> None:
                     f"{r.steps_per_s:,.0f} | {r.wall_minutes:.0f} min |"
                 )
             means.append(
-                f"| {condition} | {LABELS[model]} | {len(runs)} | {spread(finals)} | "
+                f"| {condition} | {LABELS[model]} | {len(results)} | {spread(finals)} | "
                 f"{spread([t['mean_reward'] for t in tests])} | "
                 f"{statistics.mean(r.steps_per_s for r in results):,.0f} | "
                 f"{statistics.mean(r.wall_minutes for r in results):.0f} min |"
             )
             color = f"C{MODELS.index(model)}"  # one colour per model in every panel
-            label = f"{LABELS[model]} ({len(runs)})"
+            label = f"{LABELS[model]} ({len(results)})"
             csv_rows += [
-                (condition, model, f"{s:.0f}", f"{m:.3f}", f"{a:.3f}", f"{b:.3f}", len(runs))
+                (condition, model, f"{s:.0f}", f"{m:.3f}", f"{a:.3f}", f"{b:.3f}", len(results))
                 for s, m, a, b in plot_band(ax, curves, color, label, GRID_POINTS)
             ]
         ax.set_title(f"Pong {condition}")
