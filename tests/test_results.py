@@ -15,6 +15,7 @@ from zoo.results import (
     mean_band,
     plot_band,
     read_run,
+    replace_block,
     spread,
 )
 
@@ -160,3 +161,22 @@ def test_finished_runs_and_run_result_helpers(tmp_path: Path) -> None:
     assert steps.tolist() == [8.0, 16.0] and smooth.tolist() == [-21.0, -20.0]
     assert result.final_return(0.5) == pytest.approx(-20.0)  # ends at 8 >= 0.5 * 16: both
     assert result.final_return(0.4) == pytest.approx(-19.0)  # only the episode at step 16
+
+
+def test_replace_block_rewrites_only_between_its_markers(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "x\n<!-- e7: cmd -->\n| a |\n| b |\n<!-- /e7 -->\n<!-- e8: c -->\nq\n<!-- /e8 -->\n"
+    )
+    assert replace_block(readme, "e7", "| new |\n")
+    assert readme.read_text() == (
+        "x\n<!-- e7: cmd -->\n| new |\n<!-- /e7 -->\n<!-- e8: c -->\nq\n<!-- /e8 -->\n"
+    )
+    assert not replace_block(readme, "e7", "| new |")  # unchanged: not rewritten
+    before = readme.read_text()
+    for bad in ("e9", "e"):
+        with pytest.raises(ValueError, match=f"<!-- {bad}:"):
+            replace_block(readme, bad, "y")
+    readme.write_text(before + "<!-- e8: again -->\n<!-- /e8 -->\n")
+    with pytest.raises(ValueError, match="one"):
+        replace_block(readme, "e8", "y")

@@ -50,6 +50,7 @@ __all__ = [
     "mean_band",
     "plot_band",
     "read_run",
+    "replace_block",
     "spread",
 ]
 
@@ -216,3 +217,30 @@ def spread(values: Sequence[float], digits: int = 1) -> str:
     if len(values) == 1:
         return f"{values[0]:.{digits}f} (1 seed)"
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def replace_block(path: str | Path, name: str, text: str) -> bool:
+    """Put ``text`` between the lines ``<!-- name: ... -->`` and ``<!-- /name -->`` of a
+    Markdown file (a README table kept equal to a ``summary.md``); returns whether it changed.
+
+    Raises:
+        ValueError: the file lacks the pair of markers, or has it more than once.
+
+    Example:
+        >>> import tempfile
+        >>> readme = Path(tempfile.mkdtemp()) / "README.md"
+        >>> _ = readme.write_text("a\\n<!-- t: make -->\\nold\\n<!-- /t -->\\nb\\n")
+        >>> replace_block(readme, "t", "| new |"), readme.read_text().splitlines()
+        (True, ['a', '<!-- t: make -->', '| new |', '<!-- /t -->', 'b'])
+    """
+    path = Path(path)
+    lines = path.read_text().splitlines(keepends=True)
+    opens = [i for i, line in enumerate(lines) if line.startswith(f"<!-- {name}:")]
+    closes = [i for i, line in enumerate(lines) if line.strip() == f"<!-- /{name} -->"]
+    if len(opens) != 1 or len(closes) != 1 or closes[0] < opens[0]:
+        raise ValueError(f"{path}: needs one '<!-- {name}: ... -->' ... '<!-- /{name} -->' pair")
+    new = [*lines[: opens[0] + 1], text.rstrip("\n") + "\n", *lines[closes[0] :]]
+    if new == lines:
+        return False
+    path.write_text("".join(new))
+    return True

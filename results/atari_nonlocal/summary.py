@@ -18,6 +18,8 @@ the paper's default) and writes:
 finished cpu-budget runs here (:func:`zoo.results.collect_runs`): the small files, the Monitor
 logs the table-1 metric is read from, and ``metrics.csv`` cut to :data:`METRICS`. The models
 (13 MB with RMSprop's state) stay in ``runs/``.
+``--readme README.md`` puts the first table of ``summary.md`` between the README's
+``<!-- e8-table: ... -->`` markers.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import statistics
 from pathlib import Path
 
 from attn_policies.canvas import new_figure, save_figure
-from zoo.results import collect_runs, finished_runs, plot_band, read_run, spread
+from zoo.results import collect_runs, finished_runs, plot_band, read_run, replace_block, spread
 
 HERE = Path(__file__).parent
 SMOOTH = 20
@@ -62,6 +64,7 @@ METRICS = (
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--collect", type=Path, help="copy finished cpu runs from this folder")
+    parser.add_argument("--readme", type=Path, help="refill its e8-table block with the table")
     args = parser.parse_args()
     if args.collect is not None:
         for target in collect_runs(args.collect, HERE, "cpu", METRICS):
@@ -125,6 +128,8 @@ def main() -> None:
         csv.writer(fh).writerows(csv_rows)
     text = "\n".join(["# E8 at the cpu budget", "", *means, "", *rows, ""])
     (HERE / "summary.md").write_text(text)
+    if args.readme is not None and replace_block(args.readme, "e8-table", "\n".join(means)):
+        print(f"updated {args.readme}")
     print(text)
 
 

@@ -19,6 +19,8 @@ means are left out), and the model with its ``vecnormalize.npz`` for every seed 
 attention models (for ``attn-zoo maps``) and seed 0 of the baselines, each under
 :data:`MAX_MODEL_BYTES` (FC at 4L is 6.5 MB: 541k weights and Adam's state); checkpoints and
 TensorBoard logs stay in ``runs/``.
+``--readme README.md`` puts the first table of ``summary.md`` between the README's
+``<!-- e7-table: ... -->`` markers.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import statistics
 from pathlib import Path
 
 from attn_policies.canvas import new_figure, save_figure
-from zoo.results import collect_runs, finished_runs, plot_band, read_run, spread
+from zoo.results import collect_runs, finished_runs, plot_band, read_run, replace_block, spread
 
 HERE = Path(__file__).parent
 SMOOTH = 20
@@ -68,6 +70,7 @@ def keep_model(tag: str, status: dict) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--collect", type=Path, help="copy finished cpu runs from this folder")
+    parser.add_argument("--readme", type=Path, help="refill its e7-table block with the table")
     args = parser.parse_args()
     if args.collect is not None:
         found = collect_runs(args.collect, HERE, "cpu", METRICS, keep_model, MAX_MODEL_BYTES)
@@ -125,6 +128,8 @@ def main() -> None:
         csv.writer(fh).writerows(csv_rows)
     text = "\n".join(["# E7 at the cpu budget", "", *means, "", *rows, ""])
     (HERE / "summary.md").write_text(text)
+    if args.readme is not None and replace_block(args.readme, "e7-table", "\n".join(means)):
+        print(f"updated {args.readme}")
     print(text)
 
 
