@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -16,6 +17,7 @@ from attn_policies.algorithms.bc import (
     BatchSampler,
     BCConfig,
     BCDataset,
+    RolloutCollector,
     as_teacher,
     collect_rollouts,
     occlude_tokens,
@@ -327,3 +329,79 @@ def test_config_validation() -> None:
         train_bc(MeanPoolStudent(), empty, BCConfig())
     with pytest.raises(ValueError, match="one length"):
         BCDataset(tokens, np.zeros((3, 1)), np.zeros(4))
+
+
+def test_dataset_save_load_and_concatenate(tmp_path: Path) -> None:
+    def arrays(data: BCDataset) -> dict[str, np.ndarray]:
+        obs = data.obs if isinstance(data.obs, dict) else {"": data.obs}
+        return {**obs, "targets": data.targets, "actions": data.actions}
+
+    for name, (data, _) in _datasets().items():
+        loaded = BCDataset.load(data.save(tmp_path / f"{len(name)}.npz"))
+        assert list(arrays(loaded)) == list(arrays(data))  # same entries, same order
+        for key, value in arrays(data).items():  # same values and dtypes (uint8 stays uint8)
+            assert arrays(loaded)[key].dtype == value.dtype, key
+            np.testing.assert_array_equal(arrays(loaded)[key], value)
+        both = BCDataset.concatenate([data, loaded])
+        assert len(both) == 2 * len(data)
+        np.testing.assert_array_equal(both.targets[len(data) :], data.targets)
+    with pytest.raises(ValueError, match="plain identifier"):
+        BCDataset({"../x": np.zeros(2)}, np.zeros((2, 1)), np.zeros(2)).save(tmp_path / "b.npz")
+    with pytest.raises(ValueError, match="no datasets"):
+        BCDataset.concatenate([])
+
+
+def test_rollout_collector_chunks_equal_one_collection() -> None:
+    def teacher(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits = np.stack([obs[:, 2], -obs[:, 2]], axis=1)
+        return logits.argmin(axis=1), logits
+
+    whole = collect_rollouts(teacher, make_vec_env("CartPole-v1", n_envs=2, seed=3), 30)
+    collector = RolloutCollector(teacher, make_vec_env("CartPole-v1", n_envs=2, seed=3))
+    parts = BCDataset.concatenate([collector.collect(n) for n in (7, 1, 22)])
+    np.testing.assert_array_equal(parts.obs, whole.obs)  # episodes go on across chunks
+    np.testing.assert_array_equal(parts.targets, whole.targets)
+    assert len(np.unique(whole.obs[:, 0])) > 30  # not a constant stream
+
+
+class DictStudent(nn.Module):
+    """Mean of the (occluded) tokens and the previous action, then linear to 3 logits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens, self.prev = nn.Linear(12, 3), nn.Linear(3, 3)
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.tokens(obs["observation"].float().mean(dim=1) / 255) + self.prev(
+            obs["prev_action"]
+        )
+
+
+@pytest.mark.parametrize("name", ["pong", "noise and ranged occlusion, tokens last"])
+def test_train_bc_resumes_from_its_checkpoint_bit_for_bit(name: str, tmp_path: Path) -> None:
+    data, config = _datasets()[name]
+    config = dataclasses.replace(config, epochs=4)
+    torch.manual_seed(0)
+    straight = DictStudent()
+    initial = {k: v.clone() for k, v in straight.state_dict().items()}
+    expected = train_bc(straight, data, config)
+
+    first = DictStudent()
+    first.load_state_dict(initial)
+    ckpt = tmp_path / "ckpt" / "bc_last.pt"
+
+    # stopped after epoch 2 (the kill of a callback, e.g. during a test, is epoch 3 here)
+    def stop_at_2(row: dict[str, float]) -> bool:
+        return row["epoch"] < 2
+
+    assert len(train_bc(first, data, config, stop_at_2, checkpoint=ckpt)) == 2
+    resumed = DictStudent()  # fresh weights: the checkpoint replaces them
+    seen: list[float] = []
+    history = train_bc(resumed, data, config, lambda r: seen.append(r["epoch"]), checkpoint=ckpt)
+    assert history == expected and seen == [3.0, 4.0]
+    for key, value in straight.state_dict().items():
+        torch.testing.assert_close(resumed.state_dict()[key], value, rtol=0, atol=0)
+    # a finished checkpoint: nothing left to train, the student is the final one
+    again = DictStudent()
+    assert train_bc(again, data, config, checkpoint=ckpt) == expected
+    torch.testing.assert_close(again.state_dict(), straight.state_dict(), rtol=0, atol=0)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from _metrics import metrics_match_own_table
 
 import zoo
 from attn_envs import CartPoleSwingUpVectorEnv
+from attn_policies.algorithms.bc import BCDataset
 from zoo import factory
 from zoo.config import ConfigError
 from zoo.trainers import get_trainer
@@ -131,6 +134,21 @@ def test_puzzle_pong_smoke_occluded_cnn_student_round_trip(tmp_path: Path) -> No
     returns = trainer.episode_returns(run.path, run.config, n_episodes=1, seed=3)
     assert returns["lengths"][0] > 0
 
+    # A teacher cut short (interrupted, no eval.json) continues from its own checkpoint ...
+    teacher_dir = run.path / "teacher"
+    (teacher_dir / "eval.json").unlink()
+    zoo.load(teacher_dir).write_status(state="interrupted")
+    load_teacher(run.config, run.path)
+    assert zoo.load(teacher_dir).status["state"] == "finished"
+    assert sorted(p.name for p in (teacher_dir / "logs").glob("part*")) == ["part0", "part1"]
+    # ... and one killed before its status was written is trained afresh.
+    for entry in teacher_dir.iterdir():
+        if entry.name != "config.yml":
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    load_teacher(run.config, run.path)
+    assert (teacher_dir / "eval.json").is_file()
+    assert [p.name for p in (teacher_dir / "logs").glob("part*")] == ["part0"]
+
 
 @pytest.mark.parametrize(
     ("change", "message"),
@@ -150,9 +168,69 @@ def test_config_errors(tmp_path: Path, change: dict[str, Any], message: str) -> 
         zoo.train(write(tmp_path, body), root=tmp_path)
 
 
-def test_bc_runs_cannot_be_resumed(tmp_path: Path) -> None:
-    run = zoo.train(write(tmp_path, {**SWINGUP, "epochs": 1, "eval": {"final_episodes": 1}}),
-                    root=tmp_path)  # fmt: skip
-    run.write_status(state="interrupted")
-    with pytest.raises(ConfigError, match="cannot be resumed"):
-        zoo.resume(run.path)
+def run_folder(root: Path) -> Path:
+    (status,) = root.rglob("status.json")
+    return status.parent
+
+
+def test_a_run_killed_while_training_the_student_resumes_bit_for_bit(tmp_path: Path) -> None:
+    straight = zoo.train(write(tmp_path, SWINGUP), root=tmp_path / "straight")
+
+    def kill_in_epoch_5(row: dict[str, float]) -> None:
+        if row["epoch"] == 5:
+            raise KeyboardInterrupt  # as a kill during epoch 5's callback
+
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(write(tmp_path, SWINGUP), root=tmp_path / "killed", callbacks=[kill_in_epoch_5])
+    folder = run_folder(tmp_path / "killed")
+    assert zoo.load(folder).status["state"] == "interrupted"
+    # epoch 5's row was written before the kill, its checkpoint was not: resuming drops the
+    # row and redoes epoch 5 from the epoch-4 checkpoint
+    assert len(read_progress(folder)) == 5
+    ckpt = torch.load(folder / "checkpoints" / "bc_last.pt", weights_only=True)
+    assert len(json.loads(ckpt["history"])) == 4
+    resumed = zoo.resume(folder)
+    assert read_progress(resumed.path) == read_progress(straight.path)
+    for name in ("model.pt", "best_model.pt"):
+        after = torch.load(resumed.path / name, weights_only=True)
+        torch.testing.assert_close(after, torch.load(straight.path / name, weights_only=True))
+    assert resumed.eval["policies"] == straight.eval["policies"]
+    metrics_match_own_table(resumed.path, ("bc/loss", "bc/test_mean_reward"))
+    with pytest.raises(ConfigError, match="already finished"):
+        zoo.resume(folder)
+
+
+KILL = {"after_calls": -1}  # the teacher below raises KeyboardInterrupt once this reaches 0
+
+
+def killed_teacher(obs: Any) -> tuple[np.ndarray, np.ndarray]:
+    if KILL["after_calls"] == 0:
+        raise KeyboardInterrupt
+    KILL["after_calls"] -= 1
+    return scripted_teacher(obs)
+
+
+def test_a_run_killed_while_recording_keeps_the_saved_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = {**SWINGUP, "teacher": "test_bc_trainer:killed_teacher", "epochs": 2}
+    straight = zoo.train(write(tmp_path, body), root=tmp_path / "straight")
+    # 200 steps per env in 10 parts of 20: killed at step 50, in the third part
+    monkeypatch.setitem(KILL, "after_calls", 50)
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(write(tmp_path, body), root=tmp_path / "killed")
+    folder = run_folder(tmp_path / "killed")
+    saved = {f.name: f.read_bytes() for f in (folder / "data").glob("part-*.npz")}
+    assert sorted(saved) == ["part-000.npz", "part-001.npz"]
+    assert not (folder / "progress.csv").exists()
+    monkeypatch.setitem(KILL, "after_calls", -1)
+    resumed = zoo.resume(folder)
+    assert resumed.status["num_timesteps"] == 400 and len(read_progress(resumed.path)) == 2
+    parts = sorted((folder / "data").glob("part-*.npz"))
+    assert [len(BCDataset.load(f)) for f in parts] == [40] * 10
+    assert all(saved[f.name] == f.read_bytes() for f in parts[:2])  # kept, not re-recorded
+    same = [
+        np.array_equal(BCDataset.load(f).obs, BCDataset.load(g).obs)
+        for f, g in zip(parts, sorted((straight.path / "data").glob("part-*.npz")), strict=True)
+    ]
+    assert same == [True, True] + [False] * 8  # from part 2 on: a fresh reset, seeded seed + 2

@@ -122,6 +122,9 @@ def test_plan_trains_a_non_resumable_algo_afresh(tmp_path: Path) -> None:
     (run,) = load_runs("mnist", budget="smoke", overrides={"model": "cnn"})
     fake_folder(run, tmp_path, "failed")
     assert plan_cell(run, tmp_path).state == "new"  # classifier runs cannot resume
+    (bc,) = load_runs("puzzle_pong_bc", budget="smoke")
+    folder = fake_folder(bc, tmp_path, "interrupted")
+    assert (plan_cell(bc, tmp_path).state, plan_cell(bc, tmp_path).path) == ("resume", folder)
 
 
 def test_infeasible_cells_fail_on_a_local_instance_and_warn_on_a_cluster(

@@ -47,7 +47,7 @@ from zoo.config import ConfigError, RunConfig, load_runs
 DEFAULT_MAX_RETRIES = 2
 """Resubmissions of a failed cell before it is reported as failed."""
 
-NOT_RESUMABLE = frozenset({"classifier", "bc"})
+NOT_RESUMABLE = frozenset({"classifier"})
 """``algo`` values whose trainers refuse ``resume`` (minutes to train): a retry starts afresh."""
 
 _NUMBER_KEYS = ("num_cpus", "num_gpus", "memory")

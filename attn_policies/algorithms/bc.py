@@ -16,6 +16,10 @@ actions. :class:`BatchSampler` draws the batches: one ``index_select`` per entry
 views of the dataset, the occluded tokens straight from it (``uint8`` screens stay ``uint8``
 until the student converts them); ``benchmarks/bc.py`` times it against the student's step.
 
+Long runs resume: :class:`RolloutCollector` records the teacher a chunk at a time (each chunk
+a :meth:`BCDataset.save` file), and ``train_bc(..., checkpoint=FILE)`` saves the student, the
+optimizer and the sampling streams after every epoch and continues from them.
+
 Example:
     >>> import torch
     >>> from torch import nn
@@ -30,9 +34,12 @@ Example:
 
 from __future__ import annotations
 
+import json
+import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -40,12 +47,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attn_policies.atomic import atomic_path
 from attn_policies.attention import require_int, require_sizes
 
 __all__ = [
     "BCConfig",
     "BCDataset",
     "BatchSampler",
+    "RolloutCollector",
     "as_teacher",
     "collect_rollouts",
     "occlude_tokens",
@@ -129,6 +138,49 @@ class BCDataset:
     def __len__(self) -> int:
         return len(self.targets)
 
+    def save(self, path: str | Path) -> Path:
+        """Write the dataset to one uncompressed ``.npz`` (atomically: a kill leaves no file).
+
+        Raises:
+            ValueError: a Dict entry whose name is not a plain identifier.
+        """
+        arrays = {"targets": self.targets, "actions": self.actions}
+        if isinstance(self.obs, dict):
+            for key, value in self.obs.items():
+                if not re.fullmatch(r"\w+", key):
+                    raise ValueError(f"observation entry {key!r} is not a plain identifier")
+                arrays[f"obs.{key}"] = value
+        else:
+            arrays["obs"] = self.obs
+        with atomic_path(path) as tmp, tmp.open("wb") as fh:
+            np.savez(fh, **arrays)
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> BCDataset:
+        """A dataset :meth:`save` wrote (arrays only: ``allow_pickle=False``)."""
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+        entries = {k[4:]: arrays.pop(k) for k in list(arrays) if k.startswith("obs.")}
+        obs: Obs = arrays.pop("obs") if "obs" in arrays else entries
+        return cls(obs, arrays["targets"], arrays["actions"])
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[BCDataset]) -> BCDataset:
+        """The samples of ``parts`` one after the other."""
+        if not parts:
+            raise ValueError("no datasets to concatenate")
+        if isinstance(parts[0].obs, dict):
+            keys = list(parts[0].obs)
+            obs: Obs = {k: np.concatenate([p.obs[k] for p in parts]) for k in keys}
+        else:
+            obs = np.concatenate([p.obs for p in parts])
+        return cls(
+            obs,
+            np.concatenate([p.targets for p in parts]),
+            np.concatenate([p.actions for p in parts]),
+        )
+
 
 Teacher = Callable[[Obs], tuple[np.ndarray, np.ndarray]]
 
@@ -167,6 +219,66 @@ def as_teacher(teacher: Teacher | Any) -> Teacher:
     return teacher
 
 
+class RolloutCollector:
+    """Plays a teacher in an SB3 ``VecEnv``, a chunk of steps at a time.
+
+    The first :meth:`collect` resets the env; later ones continue its episodes, so chunks of
+    ``n`` and ``m`` steps hold the same samples as one call of ``n + m``. Episodes restart as
+    the ``VecEnv`` resets them. The env's observation is what the student will see (e.g. with
+    the ``"prev_action"`` entry of ``attn_envs.PreviousActionObservation``, which then holds
+    the teacher's ``a_{t-1}``); ``teacher_obs`` maps it to what the teacher was trained on.
+
+    Args:
+        teacher: an SB3 model or a callable ``obs -> (actions, targets)`` on a batch.
+        env: the ``VecEnv`` (seed it before for reproducible data).
+        student_obs: maps the env's observation to the student's (default: the same).
+        teacher_obs: maps the env's observation to the teacher's (default: the same).
+
+    Example:
+        >>> from stable_baselines3.common.env_util import make_vec_env
+        >>> env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+        >>> push_right = lambda obs: (np.ones(len(obs), np.int64), np.ones((len(obs), 2)))
+        >>> collector = RolloutCollector(push_right, env)
+        >>> [len(collector.collect(n)) for n in (3, 5)]  # samples: steps x envs
+        [6, 10]
+    """
+
+    def __init__(
+        self,
+        teacher: Teacher | Any,
+        env: Any,
+        student_obs: Callable[[Obs], Obs] | None = None,
+        teacher_obs: Callable[[Obs], Obs] | None = None,
+    ) -> None:
+        self.act, self.env = as_teacher(teacher), env
+        self.student_obs, self.teacher_obs = student_obs, teacher_obs
+        self._obs: Obs | None = None
+
+    def collect(self, n_steps: int) -> BCDataset:
+        """The next ``n_steps`` steps of every env: ``n_steps * num_envs`` samples.
+
+        Raises:
+            ValueError: ``n_steps < 1``.
+        """
+        require_int(n_steps, "n_steps")
+        obs = self.env.reset() if self._obs is None else self._obs
+        seen: list[Obs] = []
+        targets: list[np.ndarray] = []
+        actions: list[np.ndarray] = []
+        for _ in range(n_steps):
+            action, target = self.act(self.teacher_obs(obs) if self.teacher_obs else obs)
+            seen.append(self.student_obs(obs) if self.student_obs else obs)
+            targets.append(np.asarray(target, dtype=np.float32))
+            actions.append(np.asarray(action))
+            obs, _, _, _ = self.env.step(action)
+        self._obs = obs
+        if isinstance(seen[0], dict):
+            stacked: Obs = {k: np.concatenate([o[k] for o in seen]) for k in seen[0]}
+        else:
+            stacked = np.concatenate(seen)
+        return BCDataset(stacked, np.concatenate(targets), np.concatenate(actions))
+
+
 def collect_rollouts(
     teacher: Teacher | Any,
     env: Any,
@@ -174,40 +286,13 @@ def collect_rollouts(
     student_obs: Callable[[Obs], Obs] | None = None,
     teacher_obs: Callable[[Obs], Obs] | None = None,
 ) -> BCDataset:
-    """Play ``teacher`` in an SB3 ``VecEnv`` for ``n_steps`` steps of every env.
-
-    The env's observation is what the student will see (e.g. with the ``"prev_action"`` entry
-    of ``attn_envs.PreviousActionObservation``, which then holds the teacher's ``a_{t-1}``);
-    ``teacher_obs`` maps it to what the teacher was trained on. Episodes restart as the
-    ``VecEnv`` resets them, so the dataset is ``n_steps`` consecutive steps per env.
-
-    Args:
-        teacher: an SB3 model or a callable ``obs -> (actions, targets)`` on a batch.
-        env: the ``VecEnv`` (seed it before for reproducible data).
-        n_steps: steps per env; the dataset has ``n_steps * env.num_envs`` samples.
-        student_obs: maps the env's observation to the student's (default: the same).
-        teacher_obs: maps the env's observation to the teacher's (default: the same).
+    """Play ``teacher`` in an SB3 ``VecEnv`` for ``n_steps`` steps of every env, from a reset:
+    one :meth:`RolloutCollector.collect` (see there for the arguments).
 
     Raises:
         ValueError: ``n_steps < 1``.
     """
-    require_int(n_steps, "n_steps")
-    act = as_teacher(teacher)
-    obs = env.reset()
-    seen: list[Obs] = []
-    targets: list[np.ndarray] = []
-    actions: list[np.ndarray] = []
-    for _ in range(n_steps):
-        action, target = act(teacher_obs(obs) if teacher_obs else obs)
-        seen.append(student_obs(obs) if student_obs else obs)
-        targets.append(np.asarray(target, dtype=np.float32))
-        actions.append(np.asarray(action))
-        obs, _, _, _ = env.step(action)
-    if isinstance(seen[0], dict):
-        stacked: Obs = {k: np.concatenate([o[k] for o in seen]) for k in seen[0]}
-    else:
-        stacked = np.concatenate(seen)
-    return BCDataset(stacked, np.concatenate(targets), np.concatenate(actions))
+    return RolloutCollector(teacher, env, student_obs, teacher_obs).collect(n_steps)
 
 
 def occlude_tokens(tokens: Tensor, ratio: float, generator: torch.Generator) -> Tensor:
@@ -384,6 +469,7 @@ def train_bc(
     data: BCDataset,
     config: BCConfig,
     callback: Callable[[dict[str, float]], bool | None] | None = None,
+    checkpoint: str | Path | None = None,
 ) -> list[dict[str, float]]:
     """Fit ``student`` (``obs -> outputs``) to the teacher with Adam; one history row per epoch.
 
@@ -398,9 +484,14 @@ def train_bc(
         config: the settings.
         callback: ``callback(row)`` after every epoch (``row = {"epoch", "loss"}``, the mean
             batch loss); returning ``False`` stops training. The student is in train mode.
+        checkpoint: a file saved after every epoch (once its callback has returned): the
+            student, Adam's state, the shuffling/noise/occlusion streams and the history. If it
+            exists at the start, training continues from it, and the remaining epochs match an
+            uninterrupted run's bit for bit (read with ``torch.load(weights_only=True)``).
 
     Returns:
-        The history rows. The student is left in eval mode.
+        The history rows (a resumed run's include the earlier epochs). The student is left in
+        eval mode.
 
     Raises:
         ValueError: an empty dataset, or an augmentation whose Dict entry is missing.
@@ -412,9 +503,16 @@ def train_bc(
     rng = np.random.default_rng(config.seed)
     optimizer = torch.optim.Adam(student.parameters(), lr=config.learning_rate)
     history: list[dict[str, float]] = []
+    if checkpoint is not None and Path(checkpoint).exists():
+        state = torch.load(checkpoint, weights_only=True)
+        student.load_state_dict(state["student"])
+        optimizer.load_state_dict(state["optimizer"])
+        generator.set_state(state["generator"])
+        rng.bit_generator.state = json.loads(state["rng"])
+        history = json.loads(state["history"])
     student.train()
     sampler = BatchSampler(data, config)
-    for epoch in range(1, config.epochs + 1):
+    for epoch in range(len(history) + 1, config.epochs + 1):
         losses = []
         for obs, targets, actions in sampler.epoch(rng, generator):
             out = student(obs)
@@ -430,7 +528,18 @@ def train_bc(
             losses.append(loss.item())
         row = {"epoch": float(epoch), "loss": float(np.mean(losses))}
         history.append(row)
-        if callback is not None and callback(row) is False:
+        stop = callback is not None and callback(row) is False
+        if checkpoint is not None:
+            state = {
+                "student": student.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "generator": generator.get_state(),
+                "rng": json.dumps(rng.bit_generator.state),
+                "history": json.dumps(history),
+            }
+            with atomic_path(checkpoint) as tmp:
+                torch.save(state, tmp)
+        if stop:
             break
     student.eval()
     return history

@@ -28,6 +28,13 @@ Keys besides the common ones::
     tokens_key: null                  # Dict entry of the patch tokens to occlude
     eval: {freq: 2, n_episodes: 5, final_episodes: 100}   # freq counts epochs
 
+A run resumes stage by stage (``attn-zoo train --resume RUN``): a teacher trained into
+``RUN/teacher`` continues from its own checkpoint; the teacher data is recorded in
+:data:`DATA_PARTS` files ``RUN/data/part-*.npz`` and a resumed run loads the saved ones and
+records the rest (from a fresh reset of the env seeded ``seed + part``, so samples after the
+cut differ from an uninterrupted run's); the student continues from
+``RUN/checkpoints/bc_last.pt``, saved after every epoch, bit for bit.
+
 The teacher acts on ``teacher_obs`` of the student env's observation: a Dict entry name
 (the newest step when the student env stacks a window the teacher does not have) or an
 import path to a function of the batched observation. A zoo teacher trained with
@@ -40,9 +47,12 @@ and ``eval.json``.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import json
 import pickle
 import random
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,7 +64,7 @@ from gymnasium import spaces
 from torch import nn
 
 import zoo
-from attn_policies.algorithms.bc import BCConfig, as_teacher, collect_rollouts, train_bc
+from attn_policies.algorithms.bc import BCConfig, BCDataset, RolloutCollector, train_bc
 from attn_policies.algorithms.es_eval import default_action_fn
 from zoo import factory, progress
 from zoo.config import ConfigError, RunConfig, check_type
@@ -87,6 +97,7 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "tokens_key": (str,),
     "torch_threads": (int,),
 }
+DATA_PARTS = 10  # files the teacher data is recorded in (a resume redoes at most one)
 STUDENT_KEYS = {"features_extractor_class", "features_extractor_kwargs", "net_arch"}
 TEACHER_KEYS = {"experiment", "budget", "overrides"}
 DEFAULT_EXTRACTOR = "stable_baselines3.common.torch_layers:FlattenExtractor"
@@ -263,7 +274,10 @@ def load_teacher(run: RunConfig, path: Path) -> tuple[Any, Callable[[Any], Any] 
     folder: Path | None = None
     if isinstance(spec, dict):
         folder = path / "teacher"
-        if not (folder / "eval.json").exists():
+        if (folder / "status.json").exists() and not (folder / "eval.json").exists():
+            zoo.resume(folder)  # a teacher cut short by a kill continues from its checkpoint
+        elif not (folder / "eval.json").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # killed before its status was written
             zoo.train(spec["experiment"], budget=spec.get("budget", run.budget),
                       overrides=dict(spec.get("overrides") or {}), seed=run.seed,
                       run_dir=folder, command=f"teacher of {run.name}")  # fmt: skip
@@ -302,6 +316,38 @@ def _steps_per_env(run: RunConfig) -> int:
     """``n_timesteps`` (default 2000) split over the envs, rounded up like SB3's ``learn``."""
     n_envs = int(run.body.get("n_envs", 1))
     return -(-int(run.body.get("n_timesteps", 2000)) // n_envs)
+
+
+def collect_data(run: RunConfig, folder: Path, teacher: Any, view: Any) -> BCDataset:
+    """The run's teacher data: ``n_timesteps`` steps in :data:`DATA_PARTS` files under
+    ``folder``, the parts already there loaded, the others recorded (and saved).
+
+    Parts recorded in one go continue the env's episodes, so an uninterrupted run's data is
+    one :func:`~attn_policies.algorithms.bc.collect_rollouts` of all the steps; the first part
+    recorded after saved ones starts from a reset seeded ``seed + part``.
+    """
+    n_steps = _steps_per_env(run)
+    sizes = [len(a) for a in np.array_split(np.arange(n_steps), min(DATA_PARTS, n_steps))]
+    parts: list[BCDataset] = []
+    env = None
+    collector: RolloutCollector | None = None
+    try:
+        for i, size in enumerate(sizes):
+            file = folder / f"part-{i:03d}.npz"
+            if file.exists():
+                parts.append(BCDataset.load(file))
+                collector = None
+                continue
+            if collector is None:
+                env = env or factory.make_vec_env(_collect_run(run), training=False)
+                env.seed(run.seed + i)
+                collector = RolloutCollector(teacher, env, teacher_obs=view)
+            parts.append(collector.collect(size))
+            parts[-1].save(file)
+    finally:
+        if env is not None:
+            env.close()
+    return parts[0] if len(parts) == 1 else BCDataset.concatenate(parts)
 
 
 def _collect_run(run: RunConfig) -> RunConfig:
@@ -365,30 +411,30 @@ class BCTrainer:
         """
         run: RunConfig = handle.config
         path = Path(handle.path)
-        if resume:
-            raise ConfigError("bc runs cannot be resumed; train again")
+        checkpoint = path / "checkpoints" / "bc_last.pt"
         torch.manual_seed(run.seed)
-        progress.announce(path)
+        progress.announce(path, resume=resume)
         teacher, view = load_teacher(run, path)
         # Seeded again after the teacher is loaded: the run must not depend on how it was
         # loaded (building and seeding a model from its config moves the global streams).
         random.seed(run.seed)
         np.random.seed(run.seed)  # noqa: NPY002
         torch.manual_seed(run.seed)
-        env = factory.make_vec_env(_collect_run(run), training=False)
-        env.seed(run.seed)
-        try:
-            n_steps = _steps_per_env(run)
-            data = collect_rollouts(as_teacher(teacher), env, n_steps, teacher_obs=view)
-        finally:
-            env.close()
+        data = collect_data(run, path / "data", teacher, view)
         student, action_space = make_student(run)
         agent = StudentAgent(student, action_space)
+        done: int | None = None  # epochs in the checkpoint a resumed run continues from
+        if resume and checkpoint.exists():
+            done = len(json.loads(torch.load(checkpoint, weights_only=True)["history"]))
+        elif checkpoint.exists():
+            checkpoint.unlink()  # a fresh run never continues an old student
         eval_env = factory.make_vec_env(run, n_envs=run.eval.n_envs, training=False)
-        log = ProgressTable(path / "progress.csv", ["epoch", "loss", "test_mean"], "epoch")
-        metrics = MetricsLogger(path)
-        best = -np.inf
-        lines = progress.lines(run.experiment, bc_config(run).epochs, "epochs")
+        log = ProgressTable(path / "progress.csv", ["epoch", "loss", "test_mean"], "epoch", done)
+        metrics = MetricsLogger(path, done)
+        with (path / "progress.csv").open() as fh:  # the best test so far, when resumed
+            tests = [float(r["test_mean"]) for r in csv.DictReader(fh) if r["test_mean"]]
+        best = max(tests, default=-np.inf)
+        lines = progress.lines(run.experiment, bc_config(run).epochs, "epochs", done or 0)
 
         def on_epoch(row: dict[str, float]) -> bool:
             nonlocal best
@@ -411,7 +457,7 @@ class BCTrainer:
             return all(cb(row) is not False for cb in callbacks)
 
         try:
-            train_bc(student, data, bc_config(run), callback=on_epoch)
+            train_bc(student, data, bc_config(run), callback=on_epoch, checkpoint=checkpoint)
         finally:
             metrics.close()
             eval_env.close()
