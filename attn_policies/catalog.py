@@ -39,6 +39,7 @@ EXTRACTORS: dict[str, str] = {
     "attention_neuron": "attn_policies.neuron_extractors:AttentionNeuronExtractor",
     "attention_neuron_vector": "attn_policies.neuron_extractors:AttentionNeuronVectorExtractor",
     "nonlocal_nature_cnn": "attn_policies.nonlocal_cnn:NonLocalNatureCNN",
+    "channels_last_nature_cnn": "attn_policies.cnn_layers:ChannelsLastNatureCNN",
 }
 
 POLICIES: dict[str, str] = {
