@@ -4,9 +4,11 @@
 memory layout, so PyTorch runs every convolution channels-last. The parameters (kept in
 the usual layout, so SB3's orthogonal init and saved models work unchanged), state-dict keys
 and outputs are ``NatureCNN``'s (outputs equal up to float rounding), but oneDNN's CPU
-convolutions run faster on NHWC: forward+backward (Adam excluded) of a batch of 256
-4x84x84 frames took 176-211 ms instead of 293-318 ms on one thread of this project's 2-core
-machine (beside two other jobs). The E5 Puzzle Pong teacher (``pong_ppo_teacher``) uses it.
+convolutions run faster on NHWC: forward+backward of a batch of 256 4x84x84 frames takes
+227 ms instead of 314 ms on one thread of this project's 2-core machine beside two other
+jobs (``python benchmarks/extractors.py --only "PPO minibatch"``). The E5 Puzzle Pong
+teacher (``pong_ppo_teacher``, which uses it) trains at 254 steps/s against 186 for the same
+run on ``NatureCNN``, which partly ran beside test runs (so part of that gap is load).
 """
 
 from __future__ import annotations

@@ -117,12 +117,14 @@ def time_case(case: Case, repeats: int, seed: int = 0) -> dict[str, object]:
         "space": str(case.space),
         "baseline_space": str(base_space),
         "batch": case.batch,
+        "torch_threads": torch.get_num_threads(),
+        "repeats": repeats,
         "models": rows,
     }
 
 
 def build_cases() -> list[Case]:
-    from attn_policies import awrl, neuron, nonlocal_cnn, relational
+    from attn_policies import awrl, cnn_layers, neuron, nonlocal_cnn, relational
 
     frames = spaces.Box(0, 255, (4, 84, 84), np.uint8)
     doorkey = spaces.Box(0.0, 1.0, (3, 7, 7), np.float32)
@@ -190,6 +192,13 @@ def build_cases() -> list[Case]:
             ("sb3 NatureCNN (4x84x84 frames)", NatureCNN),
             {"AttentionNeuronExtractor": neuron.AttentionNeuronExtractor},
             frames,
+        ),
+        Case(
+            "Atari 4x84x84, PPO minibatch 256 (E5 teacher)",
+            frames,
+            256,
+            nature,
+            {"ChannelsLastNatureCNN": cnn_layers.ChannelsLastNatureCNN},
         ),
         Case(
             "Atari 4x84x84, A2C batch 16x5 (E8)",
@@ -284,6 +293,7 @@ def plot(results: dict[str, object], path: Path) -> None:
         colors = ["grey" if case["models"][m]["baseline"] else "tab:blue" for m in labels]
         ax.barh(labels, ms, color=colors)
         ax.set_xscale("log")
+        ax.set_xlim(min(ms) / 4, max(ms) * 1.3)  # bars start a fixed factor below the fastest
         ax.set_title(f"{name} (batch {case['batch']})", fontsize=9)
         ax.tick_params(labelsize=7)
         ax.invert_yaxis()
@@ -326,8 +336,9 @@ def main() -> None:
         "cases": {},
     }
     path = args.out / "extractors.json"
-    if args.only and path.exists():  # refresh some cases, keep the others
-        results["cases"] = json.loads(path.read_text())["cases"]
+    if args.only and path.exists():  # refresh some cases, keep the others (and their machine)
+        kept = json.loads(path.read_text())
+        results["cases"], results["machine"] = kept["cases"], kept["machine"]
     for case in build_cases():
         if args.only not in case.name:
             continue
