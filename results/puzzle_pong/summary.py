@@ -1,0 +1,149 @@
+"""E5 Puzzle Pong: the student's scores, the reshuffle row and the occlusion heat map beside
+seed 001's, from the robustness tables here.
+
+The tables come from ``attn-zoo robustness`` on the students (one per training occlusion
+ratio: the cells of ``attn-zoo train puzzle_pong_bc``, copied to ``<ratio>/<seed>-<time>/``
+beside this file)::
+
+    attn-zoo robustness results/puzzle_pong/0.0/* --sweep shuffle --episodes 20 \
+        --out results/puzzle_pong/robustness
+    attn-zoo robustness results/puzzle_pong/0.0/* --sweep reshuffle=25,50,100,200,500 \
+        --episodes 20 --out results/puzzle_pong/robustness
+    attn-zoo robustness results/puzzle_pong/0.*/* --episodes 20 \
+        --sweep occlusion=0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9 --out results/puzzle_pong/robustness
+
+``python results/puzzle_pong/summary.py`` then writes ``summary.md`` (each table with the
+article's row beside ours; a table whose sweep has not run yet says so) and ``heatmap.png``
+(the article's 10 x 10 occlusion map and ours on one colour scale, -21 to 21).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+
+from attn_policies.canvas import new_figure, save_figure
+
+HERE = Path(__file__).parent
+TABLES = HERE / "robustness"
+RATIOS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+RESHUFFLE = (25, 50, 100, 200, 500)
+# Seed 001 (the article's Puzzle Pong figures): 21 ± 0 with and without shuffling; the
+# reshuffle row; the heat map (rows: training occlusion ratio, columns: test ratio).
+ARTICLE_SHUFFLE = {"as is": 21.0, "shuffled": 21.0}
+ARTICLE_RESHUFFLE = dict(zip(RESHUFFLE, (-20.0, -20.0, -10.0, -2.0, 18.0), strict=True))
+ARTICLE_OCCLUSION = np.array(
+    [
+        [21, -20, -20, -21, -21, -21, -21, -21, -21, -21],
+        [21, 7, -5, -10, -16, -19, -21, -21, -21, -21],
+        [21, 11, 5, -3, -8, -17, -20, -21, -20, -21],
+        [21, 12, 4, -3, -9, -13, -20, -20, -21, -21],
+        [21, 17, 8, 0, 0, -10, -16, -18, -21, -21],
+        [21, 15, 17, 15, 15, 10, -4, -14, -20, -21],
+        [21, 16, 11, 13, 10, 7, 2, -10, -17, -21],
+        [21, 11, 6, 6, 5, -1, -4, -8, -16, -21],
+        [1, -13, -15, -15, -16, -17, -18, -13, -17, -20],
+        [-12, -17, -20, -20, -19, -20, -19, -21, -21, -20],
+    ],
+    dtype=float,
+)
+
+
+def read_rows(name: str) -> list[dict[str, str]]:
+    path = TABLES / f"{name}.csv"
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return [row for row in csv.DictReader(fh) if int(row["n_episodes"] or 0) > 0]
+
+
+def cell(rows: list[dict[str, str]]) -> str:
+    """Mean ± sd of one condition (several runs: the mean of their means)."""
+    if not rows:
+        return "not run"
+    means = [float(r["mean_reward"]) for r in rows]
+    if len(rows) == 1:
+        return f"{means[0]:.1f} ± {float(rows[0]['std_reward']):.1f}"
+    return f"{np.mean(means):.1f} ({len(rows)} runs)"
+
+
+def occlusion_grid(rows: list[dict[str, str]]) -> np.ndarray:
+    """Our heat map on the article's grid (train x test ratio; runs sharing a training ratio
+    averaged), NaN where no student was trained or tested."""
+    grid = np.full((len(RATIOS), len(RATIOS)), np.nan)
+    for i, train in enumerate(RATIOS):
+        for j, test in enumerate(RATIOS):
+            hits = [
+                float(r["mean_reward"])
+                for r in rows
+                if np.isclose(float(r["train_ratio"]), train)
+                and np.isclose(float(r["value"]), test)
+            ]
+            if hits:
+                grid[i, j] = np.mean(hits)
+    return grid
+
+
+def draw(ax, grid: np.ndarray, title: str):
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="0.85")  # untested cells grey
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=-21, vmax=21, aspect="auto")
+    for (i, j), v in np.ndenumerate(grid):
+        if not np.isnan(v):
+            ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=7,
+                    color="k" if v > 5 else "w")  # fmt: skip
+    ax.set_xticks(range(len(RATIOS)), [f"{r:g}" for r in RATIOS])
+    ax.set_yticks(range(len(RATIOS)), [f"{r:g}" for r in RATIOS])
+    ax.set_xlabel("test occlusion ratio (one mask per episode)")
+    ax.set_ylabel("training occlusion ratio (per batch)")
+    ax.set_title(title)
+    return image
+
+
+def main() -> None:
+    lines = ["# E5 Puzzle Pong at the cpu budget", ""]
+    shuffle = read_rows("shuffle")
+    lines += ["| student (train occlusion 0.0) | as is | shuffled |", "| --- | --- | --- |"]
+    lines.append(
+        "| article | " + " | ".join(f"{v:.0f} ± 0" for v in ARTICLE_SHUFFLE.values()) + " |"
+    )
+    by = {c: [r for r in shuffle if r["condition"] == c] for c in ARTICLE_SHUFFLE}
+    lines += ["| this project | " + " | ".join(cell(by[c]) for c in ARTICLE_SHUFFLE) + " |", ""]
+
+    reshuffle = read_rows("reshuffle")
+    lines += [
+        "| reshuffle every t steps | " + " | ".join(map(str, RESHUFFLE)) + " |",
+        "| --- |" + " ---: |" * len(RESHUFFLE),
+        "| article | " + " | ".join(f"{v:.0f}" for v in ARTICLE_RESHUFFLE.values()) + " |",
+    ]
+    ours = [cell([r for r in reshuffle if int(float(r["value"])) == t]) for t in RESHUFFLE]
+    lines += ["| this project | " + " | ".join(ours) + " |", ""]
+
+    grid = occlusion_grid(read_rows("occlusion"))
+    lines += [
+        "| train ratio | source | " + " | ".join(f"{r:g}" for r in RATIOS) + " |",
+        "| ---: | --- |" + " ---: |" * len(RATIOS),
+    ]
+    for train, article, ours in zip(RATIOS, ARTICLE_OCCLUSION, grid, strict=True):
+        lines.append(f"| {train:g} | article | " + " | ".join(f"{v:.0f}" for v in article) + " |")
+        if not np.isnan(ours).all():
+            text = ["" if np.isnan(v) else f"{v:.1f}" for v in ours]
+            lines.append(f"| {train:g} | this project | " + " | ".join(text) + " |")
+    if np.isnan(grid).all():
+        lines.append("\nOur occlusion sweep has not run yet.")
+    text = "\n".join(lines) + "\n"
+    (HERE / "summary.md").write_text(text)
+    print(text)
+
+    fig = new_figure(13, 5)
+    left, right = fig.subplots(1, 2)
+    draw(left, ARTICLE_OCCLUSION, "article (seed 001)")
+    image = draw(right, grid, "this project (cpu budget; grey: no student at that ratio)")
+    fig.colorbar(image, ax=[left, right], label="mean return over the test episodes")
+    save_figure(fig, HERE / "heatmap.png")
+
+
+if __name__ == "__main__":
+    main()
