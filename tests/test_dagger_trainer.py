@@ -16,6 +16,7 @@ import zoo
 from attn_policies.es_policies import AttentionNeuronPolicy
 from zoo.config import ConfigError
 from zoo.trainers import cmaes_trainer
+from zoo.trainers.dagger_trainer import load_teacher
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +217,22 @@ def test_tampered_checkpoint_is_one_config_error(teacher: Path, tmp_path: Path, 
 def test_teacher_of_another_algo_is_refused_before_loading(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"'teacher': .*algo: double_dqn run; a teacher is"):
         zoo.load_runs("cartpole_pi_bc", budget="smoke", overrides={"teacher": "results/doorkey"})
+
+
+def test_teacher_temperature_softens_the_teachers_output(teacher: Path) -> None:
+    (hard,) = zoo.load_runs("cartpole_pi_bc", budget="smoke", overrides={"teacher": str(teacher)})
+    (soft,) = zoo.load_runs(
+        "cartpole_pi_bc",
+        budget="smoke",
+        overrides={"teacher": str(teacher), "teacher_temperature": 4},
+    )
+    obs = torch.randn(32, 5) * 3
+    with torch.no_grad():
+        hard_net = load_teacher(hard)
+        pre = hard_net.net[:-1](obs)  # the FNN's pre-activation
+        torch.testing.assert_close(hard_net(obs)[0], torch.tanh(pre))
+        torch.testing.assert_close(load_teacher(soft)(obs)[0], torch.tanh(pre / 4))
+    for bad, message in ((0, "must be > 0"), (-2.0, "must be > 0")):
+        with pytest.raises(ConfigError, match=message):
+            zoo.train("cartpole_pi_bc", budget="smoke",
+                      overrides={"teacher": str(teacher), "teacher_temperature": bad})  # fmt: skip

@@ -12,6 +12,8 @@ Keys besides the common ones::
     teacher: results/cartpole_pi/fnn   # a zoo run folder of an ES-style policy (its best
                                        # model, read as tensors only via zoo.load(...).model());
                                        # a relative path is from the working directory
+    teacher_temperature: null          # T: the teacher's output tanh(z) becomes tanh(z / T),
+                                       # a softer target (E3's FNN is bang-bang: |z| ~ 260)
     env: attn_envs/CartPoleSwingUpHarder-v0
     env_kwargs: {}
     env_wrapper: []                    # as for algo: cmaes
@@ -72,6 +74,7 @@ from zoo.trainers.cmaes_trainer import CMAESZooTrainer
 
 KEYS: dict[str, tuple[type, ...] | None] = {
     "teacher": (str,),
+    "teacher_temperature": (float, int),
     "env": (str,),
     "env_kwargs": (dict,),
     "env_wrapper": None,
@@ -130,8 +133,38 @@ def dagger_config(run: RunConfig) -> DAggerConfig:
         raise ConfigError(f"{run.name}: {err}") from None
 
 
+def soften(model: nn.Module, temperature: float) -> nn.Module:
+    """Divide the input of ``model``'s last ``nn.Tanh`` by ``temperature`` (in place).
+
+    A bang-bang teacher (tanh of a large pre-activation) becomes a smooth one with the same
+    switching surface, for a student to fit with MSE. E3's FNN scores 610 ± 418 with
+    ``T = 300`` and 643 ± 420 without, over 100 episodes
+    (``python results/cartpole_pi/soft_teacher.py``).
+
+    Raises:
+        ValueError: ``temperature <= 0``, or ``model`` has no ``nn.Tanh``.
+
+    Example:
+        >>> net = nn.Sequential(nn.Linear(1, 1), nn.Tanh())
+        >>> with torch.no_grad():
+        ...     _ = net[0].weight.fill_(10.0), net[0].bias.zero_()
+        >>> round(soften(net, 20.0)(torch.ones(1, 1)).item(), 4)  # tanh(10 / 20)
+        0.4621
+    """
+    if not temperature > 0:
+        raise ValueError(f"teacher_temperature must be > 0, got {temperature!r}")
+    tanhs = [m for m in model.modules() if isinstance(m, nn.Tanh)]
+    if not tanhs:
+        raise ValueError(
+            f"teacher_temperature needs a teacher ending in a tanh ({type(model).__name__})"
+        )
+    tanhs[-1].register_forward_pre_hook(lambda _module, args: (args[0] / temperature,))
+    return model
+
+
 def load_teacher(run: RunConfig) -> nn.Module:
-    """The ``teacher`` run's best model (tensors only); any failure is one ConfigError."""
+    """The ``teacher`` run's best model (tensors only), softened by ``teacher_temperature``
+    when given (:func:`soften`); any failure is one ConfigError."""
     source = Path(str(run.body.get("teacher")))
     if not source.exists():
         hint = (
@@ -153,6 +186,11 @@ def load_teacher(run: RunConfig) -> nn.Module:
         raise ConfigError(f"{run.name}: 'teacher': {err}") from None
     if not isinstance(model, nn.Module):
         raise ConfigError(f"{run.name}: 'teacher': {source} is not a torch policy run")
+    if run.body.get("teacher_temperature") is not None:
+        try:
+            soften(model, float(run.body["teacher_temperature"]))
+        except ValueError as err:
+            raise ConfigError(f"{run.name}: {err}") from None
     return model.eval()
 
 
