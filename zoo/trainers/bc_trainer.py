@@ -339,7 +339,8 @@ def collect_data(run: RunConfig, folder: Path, teacher: Any, view: Any) -> BCDat
                 collector = None
                 continue
             if collector is None:
-                env = env or factory.make_vec_env(_collect_run(run), training=False)
+                if env is None:
+                    env = factory.make_vec_env(_collect_run(run), training=False)
                 env.seed(run.seed + i)
                 collector = RolloutCollector(teacher, env, teacher_obs=view)
             parts.append(collector.collect(size))
@@ -426,8 +427,6 @@ class BCTrainer:
         done: int | None = None  # epochs in the checkpoint a resumed run continues from
         if resume and checkpoint.exists():
             done = len(json.loads(torch.load(checkpoint, weights_only=True)["history"]))
-        elif checkpoint.exists():
-            checkpoint.unlink()  # a fresh run never continues an old student
         eval_env = factory.make_vec_env(run, n_envs=run.eval.n_envs, training=False)
         log = ProgressTable(path / "progress.csv", ["epoch", "loss", "test_mean"], "epoch", done)
         metrics = MetricsLogger(path, done)
