@@ -32,7 +32,7 @@ import numpy as np
 
 from attn_policies.canvas import new_figure, save_figure
 
-__all__ = ["markdown", "plot", "write_table"]
+__all__ = ["heat_grid", "markdown", "plot", "write_table"]
 
 
 def _cell(row: dict[str, Any]) -> str:
@@ -62,6 +62,40 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines + footer + [f"- {note}" for note in notes]) + "\n"
 
 
+def heat_grid(
+    rows: Sequence[dict[str, Any]],
+    trains: Sequence[float] | None = None,
+    tests: Sequence[float] | None = None,
+) -> tuple[list[float], list[float], np.ndarray]:
+    """An occlusion sweep's heat map: the mean return per (training ratio, test ratio), runs
+    sharing a training ratio averaged, NaN where none played (or the agent could not).
+
+    ``trains`` / ``tests`` fix the axes (default: the ratios in ``rows``); rows may come
+    straight from :func:`write_table`'s CSV (values as text).
+
+    Example:
+        >>> rows = [{"train_ratio": "0.5", "value": "0.1", "mean_reward": "3", "n_episodes": "2"},
+        ...         {"train_ratio": 0.5, "value": 0.1, "mean_reward": 5.0, "n_episodes": 2}]
+        >>> heat_grid(rows, tests=[0.0, 0.1])
+        ([0.5], [0.0, 0.1], array([[nan,  4.]]))
+    """
+    played = [r for r in rows if int(float(r.get("n_episodes") or 0))]
+    if trains is None:
+        trains = sorted({float(r["train_ratio"]) for r in rows})
+    if tests is None:
+        tests = sorted({float(r["value"]) for r in rows})
+    total = np.zeros((len(trains), len(tests)))
+    count = np.zeros_like(total)
+    for r in played:
+        i = np.flatnonzero(np.isclose(trains, float(r["train_ratio"])))
+        j = np.flatnonzero(np.isclose(tests, float(r["value"])))
+        if len(i) and len(j):
+            total[i[0], j[0]] += float(r["mean_reward"])
+            count[i[0], j[0]] += 1
+    grid = np.divide(total, count, out=np.full_like(total, np.nan), where=count > 0)
+    return list(trains), list(tests), grid
+
+
 def plot(rows: Sequence[dict[str, Any]], title: str, path: Path) -> Path:
     """A bar chart (mean ± std per condition and agent), or the occlusion heat map."""
     fig = new_figure(8, 4.5)
@@ -75,17 +109,7 @@ def plot(rows: Sequence[dict[str, Any]], title: str, path: Path) -> Path:
         and (title == "occlusion")
     )
     if heat:
-        trains = sorted({r["train_ratio"] for r in rows})
-        tests = sorted({r["value"] for r in rows})
-        # runs sharing a train ratio (seeds) are averaged; n/a cells stay NaN
-        total = np.zeros((len(trains), len(tests)))
-        count = np.zeros_like(total)
-        for r in rows:
-            if r.get("n_episodes"):
-                i, j = trains.index(r["train_ratio"]), tests.index(r["value"])
-                total[i, j] += r["mean_reward"]
-                count[i, j] += 1
-        grid = np.divide(total, count, out=np.full_like(total, np.nan), where=count > 0)
+        trains, tests, grid = heat_grid(rows)
         image = ax.imshow(grid, cmap="viridis", aspect="auto")
         for (i, j), v in np.ndenumerate(grid):
             light = not np.isnan(v) and image.norm(v) > 0.6  # viridis' yellow end

@@ -26,6 +26,7 @@ import matplotlib
 import numpy as np
 
 from attn_policies.canvas import new_figure, save_figure
+from zoo.robustness_tables import heat_grid
 
 HERE = Path(__file__).parent
 TABLES = HERE / "robustness"
@@ -70,23 +71,6 @@ def cell(rows: list[dict[str, str]]) -> str:
     return f"{np.mean(means):.1f} ({len(rows)} runs)"
 
 
-def occlusion_grid(rows: list[dict[str, str]]) -> np.ndarray:
-    """Our heat map on the article's grid (train x test ratio; runs sharing a training ratio
-    averaged), NaN where no student was trained or tested."""
-    grid = np.full((len(RATIOS), len(RATIOS)), np.nan)
-    for i, train in enumerate(RATIOS):
-        for j, test in enumerate(RATIOS):
-            hits = [
-                float(r["mean_reward"])
-                for r in rows
-                if np.isclose(float(r["train_ratio"]), train)
-                and np.isclose(float(r["value"]), test)
-            ]
-            if hits:
-                grid[i, j] = np.mean(hits)
-    return grid
-
-
 def draw(ax, grid: np.ndarray, title: str):
     cmap = matplotlib.colormaps["viridis"].with_extremes(bad="0.85")  # untested cells grey
     image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=-21, vmax=21, aspect="auto")
@@ -121,7 +105,7 @@ def main() -> None:
     ours = [cell([r for r in reshuffle if int(float(r["value"])) == t]) for t in RESHUFFLE]
     lines += ["| this project | " + " | ".join(ours) + " |", ""]
 
-    grid = occlusion_grid(read_rows("occlusion"))
+    _, _, grid = heat_grid(read_rows("occlusion"), RATIOS, RATIOS)  # the article's grid
     lines += [
         "| train ratio | source | " + " | ".join(f"{r:g}" for r in RATIOS) + " |",
         "| ---: | --- |" + " ---: |" * len(RATIOS),
