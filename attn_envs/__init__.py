@@ -28,6 +28,7 @@ _PUBLIC = {
     "patchify": "attn_envs.patches",
     "unpatchify": "attn_envs.patches",
     "RamFeatureObservation": "attn_envs.atari_ram",
+    "RamFeatureEntryObservation": "attn_envs.atari_ram",
     "DistractorFeatureObservation": "attn_envs.atari_ram",
     "DownsampleCropObservation": "attn_envs.atari_frames",
     "AtariCropWrapper": "attn_envs.atari_frames",

@@ -21,16 +21,25 @@ def derive_rng(seed: int | None, salt: str) -> np.random.Generator:
 
 
 class SeededWrapperMixin:
-    """Gives a wrapper ``self.rng``, reseeded whenever ``reset`` receives a seed."""
+    """Gives a wrapper ``self.rng``, reseeded whenever ``reset`` receives a seed.
+
+    The stream is salted with the class name, or with ``_rng_stream`` where a subclass must
+    draw what its parent draws.
+    """
 
     _rng: np.random.Generator | None = None
+    _rng_stream: str | None = None
+
+    @property
+    def _salt(self) -> str:
+        return self._rng_stream or type(self).__name__
 
     @property
     def rng(self) -> np.random.Generator:
         if self._rng is None:
-            self._rng = derive_rng(None, type(self).__name__)
+            self._rng = derive_rng(None, self._salt)
         return self._rng
 
     def _reseed(self, seed: int | None) -> None:
         if seed is not None or self._rng is None:
-            self._rng = derive_rng(seed, type(self).__name__)
+            self._rng = derive_rng(seed, self._salt)

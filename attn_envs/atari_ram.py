@@ -34,6 +34,7 @@ from attn_envs.ram_annotations import (
 __all__ = [
     "RAM_ANNOTATIONS",
     "DistractorFeatureObservation",
+    "RamFeatureEntryObservation",
     "RamFeatureObservation",
     "feature_indices",
     "game_from_env_id",
@@ -249,7 +250,7 @@ class DistractorFeatureObservation(
         self._fixed_perm = (
             None
             if order_seed is None
-            else derive_rng(order_seed, f"{name}.order").permutation(self.n_features)
+            else derive_rng(order_seed, f"{self._salt}.order").permutation(self.n_features)
         )
         self._started = False
         self._set_permutation(self._fixed_perm)
@@ -292,9 +293,18 @@ class DistractorFeatureObservation(
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
+        _, info = self.env.reset(seed=seed, options=options)
+        return self._reset_features(seed, info), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        _, reward, terminated, truncated, info = self.env.step(action)
+        return self._step_features(), reward, terminated, truncated, info
+
+    def _reset_features(self, seed: int | None, info: dict[str, Any]) -> np.ndarray:
+        """The stack after the played env's reset: the order and the distractors are
+        (re)started, ``info`` gets the order."""
         fresh, self._started = not self._started, True
         self._reseed(seed)
-        _, info = self.env.reset(seed=seed, options=options)
         if seed is not None or fresh:
             if self._fixed_perm is None:
                 self._set_permutation(self.rng.permutation(self.n_features))
@@ -305,23 +315,112 @@ class DistractorFeatureObservation(
             for d in self._distractors:
                 d.reset()
         info["feature_permutation"] = self.feature_permutation.copy()
-        return self._push(self._read_frame(), fill=True), info
+        return self._push(self._read_frame(), fill=True)
 
-    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
-        _, reward, terminated, truncated, info = self.env.step(action)
+    def _step_features(self) -> np.ndarray:
+        """The stack after the played env's step: the distractors step too."""
         if self._distractors:
             actions = self._distractor_actions()
             for d, a in zip(self._distractors, actions, strict=True):
                 _, _, d_term, d_trunc, _ = d.step(a)
                 if d_term or d_trunc:
                     d.reset()
-        return self._push(self._read_frame()), reward, terminated, truncated, info
+        return self._push(self._read_frame())
 
     def close(self) -> None:
         for d in self._distractors:
             d.close()
         self._distractors = []
         super().close()
+
+
+class RamFeatureEntryObservation(DistractorFeatureObservation):
+    """Keep the env's observation and add its :class:`DistractorFeatureObservation` features
+    as the Dict entry ``key``.
+
+    A teacher trained on a game's RAM features (E7's ``atariari`` runs) can then act in a
+    pixel env of the same emulator while a pixel student's data is recorded (E5: the
+    Puzzle Pong teacher). Pass the teacher run's ``order_seed`` (its run seed), ``stack``
+    and ``n_distractors``: the features and their order are exactly those the teacher was
+    trained on, whatever wrappers sit between the emulator and this one.
+
+    Args:
+        env: An env whose ``unwrapped`` is an ALE ``AtariEnv`` (any observation).
+        key: Name of the new entry.
+        obs_key: Name of the env's observation when it is not already a Dict.
+        n_distractors, stack, distractor_policy, game, order_seed: as
+            :class:`DistractorFeatureObservation`.
+
+    Raises:
+        TypeError: the env is not an ALE env, or its observation is neither a Box nor a Dict.
+        ValueError: ``key`` is already an entry, or equals ``obs_key``.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from attn_envs.atari_ram import RamFeatureEntryObservation
+        >>> env = RamFeatureEntryObservation(gym.make("ALE/Pong-v5"), order_seed=0)
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs["observation"].shape, obs["ram_features"].shape
+        ((210, 160, 3), (4, 8))
+        >>> env.close()
+    """
+
+    _rng_stream = "DistractorFeatureObservation"  # the same orders as the teacher's env
+
+    def __init__(
+        self,
+        env: gym.Env,
+        key: str = "ram_features",
+        obs_key: str = "observation",
+        n_distractors: int = 0,
+        stack: int = 4,
+        distractor_policy: DistractorPolicy = "random",
+        game: str | None = None,
+        order_seed: int | None = None,
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            key=key,
+            obs_key=obs_key,
+            n_distractors=n_distractors,
+            stack=stack,
+            distractor_policy=distractor_policy,
+            game=game,
+            order_seed=order_seed,
+        )
+        name = type(self).__name__
+        if not isinstance(env, gym.Env):
+            raise TypeError(f"{name} wraps an env, got {type(env).__name__}")
+        inner = env.observation_space
+        if isinstance(inner, spaces.Dict):
+            if key in inner.spaces:
+                raise ValueError(f"{name}: the Dict observation already has a {key!r} entry")
+            entries = dict(inner.spaces)
+        elif isinstance(inner, spaces.Box):
+            if key == obs_key:
+                raise ValueError(f"{name}: key and obs_key are both {key!r}")
+            entries = {obs_key: inner}
+        else:
+            raise TypeError(f"{name} needs a Box or Dict observation, got {inner}")
+        super().__init__(env, n_distractors, stack, distractor_policy, game, order_seed)
+        self.key, self.obs_key = key, obs_key
+        self._is_dict = isinstance(inner, spaces.Dict)
+        self.feature_space = self.observation_space
+        self.observation_space = spaces.Dict({**entries, key: self.feature_space})
+
+    def _entries(self, obs: Any, features: np.ndarray) -> dict[str, Any]:
+        entries = obs if self._is_dict else {self.obs_key: obs}
+        return {**entries, self.key: features}
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self._entries(obs, self._reset_features(seed, info)), info
+
+    def step(self, action: Any) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self._entries(obs, self._step_features()), reward, terminated, truncated, info
 
 
 def make_ram_feature_env(game: str = "Pong", **ale_kwargs: Any) -> gym.Env:

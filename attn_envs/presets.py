@@ -72,9 +72,16 @@ def make_puzzle_pong(
     blank_top: int = PONG_SCORE_ROWS,
     game: str = "Pong",
     noop_max: int = 30,
+    ram_features: dict[str, Any] | None = None,
     **ale_kwargs: Any,
 ) -> gym.Env:
     """Puzzle Pong (E5): 84x84 grey, 4 frames, 6x6 patches, score blanked, shuffled.
+
+    ``ram_features`` (keyword arguments of
+    :class:`~attn_envs.atari_ram.RamFeatureEntryObservation`, e.g. ``{"order_seed": 0}``)
+    adds the game's RAM features as the Dict entry ``"ram_features"`` beside the tokens
+    (``"observation"``): what a teacher trained on E7's features acts on while its student's
+    data is recorded.
 
     Sticky actions are off by default (``repeat_action_probability=0``), matching the
     ``NoFrameskip-v4`` games the article's PPO teacher was trained on. Frames are made as
@@ -101,10 +108,15 @@ def make_puzzle_pong(
         env, noop_max=noop_max, frame_skip=4, screen_size=(width, height), grayscale_obs=False
     )
     env = ResizeObservation(OpenCVGrayscaleObservation(env), (84, 84))
-    return _shuffled_patches(
+    env = _shuffled_patches(
         env, frame_stack, occlusion, occlusion_mode, shuffle, reshuffle_every,
         patch_size=patch_size, blank_top=blank_top, flatten=flatten,
     )  # fmt: skip
+    if ram_features is not None:
+        from attn_envs.atari_ram import RamFeatureEntryObservation
+
+        env = RamFeatureEntryObservation(env, **ram_features)
+    return env
 
 
 def make_puzzle_car_racing(

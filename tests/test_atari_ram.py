@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from attn_envs.atari_ram import (
     RAM_ANNOTATIONS,
     DistractorFeatureObservation,
+    RamFeatureEntryObservation,
     RamFeatureObservation,
     feature_indices,
     make_distractor_env,
@@ -303,6 +304,84 @@ def test_env_id_string_and_settings_copied() -> None:
     assert [d.ale.getEpisodeFrameNumber() for d in env._distractors] == [3, 3]
     env.close()
     assert env._distractors == []
+
+
+# --- RamFeatureEntryObservation --------------------------------------------------------------
+
+
+def _pong_with_entry(**kwargs: object) -> gym.Env:
+    return RamFeatureEntryObservation(gym.make("ALE/Pong-v5", frameskip=4), **kwargs)
+
+
+def test_entry_contract() -> None:
+    assert_env_contract(partial(_pong_with_entry, order_seed=3), n_steps=20)
+
+
+@pytest.mark.parametrize("order_seed", [0, 5])
+def test_entry_equals_the_teacher_env_through_a_pixel_stack(order_seed: int) -> None:
+    # Puzzle Pong steps the emulator 4 frames per step through AtariPreprocessing; the E7
+    # teacher's env lets ALE skip 4 frames. Same seed, same actions: the entry must be the
+    # teacher's observation, in the teacher's feature order, at every step and reset.
+    from attn_envs.presets import make_puzzle_pong
+
+    frames = {"max_num_frames_per_episode": 400}
+    student = make_puzzle_pong(
+        noop_max=0, shuffle=False, ram_features={"order_seed": order_seed}, **frames
+    )
+    teacher = make_distractor_env(
+        "Pong", n_distractors=0, order_seed=order_seed, frameskip=4,
+        repeat_action_probability=0.0, **frames,
+    )  # fmt: skip
+    assert student.observation_space["ram_features"] == teacher.observation_space
+    rng = np.random.default_rng(order_seed)
+    obs, _ = student.reset(seed=11)
+    expected, _ = teacher.reset(seed=11)
+    resets = 0
+    for _ in range(130):  # 100 steps per episode: crosses a reset
+        np.testing.assert_array_equal(obs["ram_features"], expected)
+        assert obs["observation"].shape == (196, 144)
+        action = int(rng.integers(6))
+        obs, reward, term, trunc, _ = student.step(action)
+        expected, t_reward, t_term, t_trunc, _ = teacher.step(action)
+        assert (reward, term, trunc) == (t_reward, t_term, t_trunc)
+        if term or trunc:
+            resets += 1
+            obs, _ = student.reset()
+            expected, _ = teacher.reset()
+    assert resets == 1
+    entry = student
+    while not isinstance(entry, RamFeatureEntryObservation):
+        entry = entry.env
+    assert entry.feature_names == teacher.feature_names
+    student.close(), teacher.close()
+
+
+def test_entry_keeps_a_dict_observation_and_names_a_box_one() -> None:
+    from attn_envs import PreviousActionObservation
+
+    inner = PreviousActionObservation(gym.make("ALE/Pong-v5", obs_type="ram"))
+    env = RamFeatureEntryObservation(inner, key="teacher", stack=2)
+    assert list(env.observation_space.spaces) == [*inner.observation_space.spaces, "teacher"]
+    obs, _ = env.reset(seed=0)
+    assert obs["teacher"].shape == (2, 8) and env.observation_space.contains(obs)
+    boxed = RamFeatureEntryObservation(gym.make("ALE/Pong-v5", obs_type="ram"), obs_key="ram")
+    obs, _ = boxed.reset(seed=0)
+    assert sorted(obs) == ["ram", "ram_features"] and obs["ram"].shape == (128,)
+
+
+def test_entry_bad_inputs() -> None:
+    from attn_envs import PreviousActionObservation
+
+    with pytest.raises(TypeError, match=r"needs an ALE env.*got CartPoleEnv"):
+        RamFeatureEntryObservation(gym.make("CartPole-v1"))
+    with pytest.raises(TypeError, match="wraps an env, got str"):
+        RamFeatureEntryObservation("ALE/Pong-v5")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="already has a 'prev_action' entry"):
+        RamFeatureEntryObservation(
+            PreviousActionObservation(gym.make("ALE/Pong-v5", obs_type="ram")), key="prev_action"
+        )
+    with pytest.raises(ValueError, match="key and obs_key are both 'x'"):
+        RamFeatureEntryObservation(gym.make("ALE/Pong-v5"), key="x", obs_key="x")
 
 
 # --- bad inputs ------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -148,6 +149,38 @@ def test_puzzle_pong_smoke_occluded_cnn_student_round_trip(tmp_path: Path) -> No
     load_teacher(run.config, run.path)
     assert (teacher_dir / "eval.json").is_file()
     assert [p.name for p in (teacher_dir / "logs").glob("part*")] == ["part0"]
+
+
+def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -> None:
+    # The cpu budget's route: E7's FC on Pong's RAM features acts on the same emulator's
+    # features, read beside the student's tokens; the student's data holds only its own view.
+    ram_teacher = {"experiment": "atariari", "budget": "smoke", "overrides": {"model": "fc"}}
+    collect = {"shuffle": False, "ram_features": {"order_seed": "{seed}"}}
+    overrides = {"teacher": ram_teacher, "teacher_obs": "ram_features",
+                 "collect_env_kwargs": collect}  # fmt: skip
+    run = zoo.train("puzzle_pong_bc", budget="smoke", overrides=overrides, seed=2, root=tmp_path)
+    assert run.config.body["collect_env_kwargs"]["ram_features"] == {"order_seed": 2}
+    teacher_run = zoo.load(run.path / "teacher")
+    assert teacher_run.config.body["env_kwargs"]["order_seed"] == 2  # one order for both
+    data = BCDataset.load(run.path / "data" / "part-000.npz")
+    assert sorted(data.obs) == ["observation", "prev_action"]
+    assert data.obs["observation"].shape[1:] == (196, 144) and data.targets.shape[1:] == (6,)
+
+    _, view = load_teacher(run.config, run.path)  # the teacher sees its normalised features
+    body = run.config.body
+    collecting = {**body, "env_kwargs": {**body["env_kwargs"], **body["collect_env_kwargs"]}}
+    env = factory.make_vec_env(
+        dataclasses.replace(run.config, body=collecting), n_envs=1, training=False
+    )
+    env.seed(0)
+    obs = env.reset()
+    seen = view(obs)
+    stats = np.load(run.path / "teacher" / "vecnormalize.npz")
+    features = obs["ram_features"]
+    expected = (features - stats["obs//mean"]) / np.sqrt(stats["obs//var"] + 1e-8)
+    np.testing.assert_allclose(seen, expected, rtol=1e-5, atol=1e-5)
+    env.close()
+    assert run.eval["policies"]
 
 
 @pytest.mark.parametrize(

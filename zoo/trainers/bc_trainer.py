@@ -12,7 +12,8 @@ Keys besides the common ones::
     #   (+ teacher_vecnormalize: teachers/vecnormalize.pkl if it was trained normalised)
     # teacher: my_pkg.teachers:scripted               # or a callable obs -> (actions, targets)
     teacher_obs: observation          # Dict entry the teacher sees (or an import path)
-    collect_env_kwargs: {}            # env_kwargs changes while collecting (shuffle: false)
+    collect_env_kwargs: {}            # env_kwargs changes while collecting (shuffle: false);
+                                      # Dict entries they add are the teacher's alone
     n_timesteps: 2000                 # teacher steps recorded (all envs together)
     policy_kwargs:                    # the student: extractor + MLP head
       features_extractor_class: attention_neuron_vector
@@ -330,6 +331,7 @@ def collect_data(run: RunConfig, folder: Path, teacher: Any, view: Any) -> BCDat
     sizes = [len(a) for a in np.array_split(np.arange(n_steps), min(DATA_PARTS, n_steps))]
     parts: list[BCDataset] = []
     env = None
+    student_view: Callable[[Any], Any] | None = None
     collector: RolloutCollector | None = None
     try:
         for i, size in enumerate(sizes):
@@ -341,14 +343,33 @@ def collect_data(run: RunConfig, folder: Path, teacher: Any, view: Any) -> BCDat
             if collector is None:
                 if env is None:
                     env = factory.make_vec_env(_collect_run(run), training=False)
+                    student_view = _student_view(run, env.observation_space)
                 env.seed(run.seed + i)
-                collector = RolloutCollector(teacher, env, teacher_obs=view)
+                collector = RolloutCollector(teacher, env, student_view, view)
             parts.append(collector.collect(size))
             parts[-1].save(file)
     finally:
         if env is not None:
             env.close()
     return parts[0] if len(parts) == 1 else BCDataset.concatenate(parts)
+
+
+def _student_view(run: RunConfig, collected: spaces.Space) -> Callable[[Any], Any] | None:
+    """Drops the Dict entries that only the collecting env has (``collect_env_kwargs`` may
+    add the teacher's own input, e.g. Puzzle Pong's ``ram_features``)."""
+    if not isinstance(collected, spaces.Dict):
+        return None
+    env = factory.make_single_env(run)
+    try:
+        space = env.observation_space
+    finally:
+        env.close()
+    if not isinstance(space, spaces.Dict):  # the student's Box is the Dict's "observation"
+        return (lambda obs: obs["observation"]) if "observation" in collected.spaces else None
+    keys = list(space.spaces)
+    if keys == list(collected.spaces):
+        return None
+    return lambda obs: {k: obs[k] for k in keys}
 
 
 def _collect_run(run: RunConfig) -> RunConfig:
