@@ -200,6 +200,20 @@ def test_train_and_evaluate_print_success(
     assert "policies_episodes" not in result  # per-episode lists are left out
     assert result["n_episodes"] == 2  # ... but not the episode count
 
+    # Other policy modes than the run's, tested on the same episodes; never written.
+    argv = ["evaluate", folder, "--json", "--episodes", "2", "--which", "last", "--policy"]
+    argv += ["stochastic"]
+    assert main([*argv, "--policy", "0.5", "--policy", "deterministic"]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert list(other["policies"]) == ["stochastic", "0.5", "deterministic"]
+    assert other["policies"]["deterministic"] == result["policies"]["deterministic"]
+    before = (Path(folder) / "eval.json").read_bytes()
+    for bad, message in ((["--policy", "greedy"], "'greedy'"), (["--policy", "2"], "epsilon"),
+                         (["--policy", "stochastic", "--write"], "not written")):  # fmt: skip
+        assert main(["evaluate", folder, *bad]) == 2
+        assert message in capsys.readouterr().err
+    assert (Path(folder) / "eval.json").read_bytes() == before
+
 
 def test_robustness_writes_tables_and_refuses_what_the_env_cannot_take(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -230,7 +230,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     run = resolve_run(args.run)
     result = zoo.evaluate(
-        run, n_episodes=args.episodes, which=args.which, seed=args.seed, write=args.write
+        run,
+        n_episodes=args.episodes,
+        which=args.which,
+        seed=args.seed,
+        write=args.write,
+        policies=args.policy,
     )
     printable = {k: v for k, v in result.items() if k != "episodes"}
     print(json.dumps(printable, indent=1) if args.json else f"{run}: {_headline(result)}")
@@ -373,6 +378,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="test seed (default: the one behind eval.json)")
     p.add_argument("--write", action="store_true", help="write the result to eval.json")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    p.add_argument(
+        "--policy",
+        action="append",
+        help="test this policy mode instead of the run's eval.policies: deterministic, "
+        "stochastic or an epsilon (repeatable)",
+    )
     p.set_defaults(func=_cmd_evaluate)
 
     p = sub.add_parser("record", help="record a video, with attention where the model has one")

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -312,6 +313,19 @@ def load(path: str | Path) -> Run:
     return handle
 
 
+def _policy_mode(mode: str | float) -> str | float:
+    """``"deterministic"``, ``"stochastic"``, or an ε given as a number or its text."""
+    if isinstance(mode, str) and mode not in ("deterministic", "stochastic"):
+        try:
+            return float(mode)
+        except ValueError:
+            raise ConfigError(
+                f"policy mode must be 'deterministic', 'stochastic' or an epsilon in [0, 1], "
+                f"got {mode!r}"
+            ) from None
+    return mode
+
+
 def resume(
     path: str | Path,
     callbacks: Sequence[Any] = (),
@@ -340,6 +354,7 @@ def evaluate(
     which: str = "best",
     seed: int | None = None,
     write: bool = False,
+    policies: Sequence[str | float] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a trained run on its test episodes (by default those behind ``eval.json``).
 
@@ -349,12 +364,25 @@ def evaluate(
         which: ``"best"`` or ``"last"`` model.
         seed: test seed (default ``eval.test_seed``, which reproduces ``eval.json``).
         write: also write the result to ``eval.json``.
+        policies: test these policy modes (``"deterministic"``, ``"stochastic"``, an ε)
+            instead of the run's ``eval.policies`` and ``final_policies``; e.g. the greedy
+            score of a run trained and tested stochastic (E5's teacher acts greedily).
+
+    Raises:
+        ConfigError: a policy mode that is none of those, or ``policies`` with ``write``.
     """
     if n_episodes is not None:
         n_episodes = require_int(n_episodes, "the number of test episodes", minimum=1)
     handle = run if isinstance(run, Run) else load(run)
-    result = get_trainer(handle.config.algo).evaluate(
-        handle.path, handle.config, n_episodes=n_episodes, which=which, seed=seed
+    config = handle.config
+    if policies:
+        if write:
+            raise ConfigError("--policy results are not written: eval.json holds eval.policies")
+        modes = {str(m): _policy_mode(m) for m in policies}
+        tested = dataclasses.replace(config.eval, policies=modes, final_policies={}, select=None)
+        config = dataclasses.replace(config, eval=tested)
+    result = get_trainer(config.algo).evaluate(
+        handle.path, config, n_episodes=n_episodes, which=which, seed=seed
     )
     if write:
         atomic_write(handle.path / "eval.json", json.dumps(result, indent=1))
