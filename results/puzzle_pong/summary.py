@@ -1,6 +1,16 @@
 """E5 Puzzle Pong: the student's scores, the reshuffle row and the occlusion heat map beside
 seed 001's, from the robustness tables here.
 
+The teacher (``teacher/``, the cpu budget's: E7's FC on Pong's RAM features, seed 0, whose
+feature order the students' collection must share, so they are run with ``--seed 0``)::
+
+    OMP_NUM_THREADS=1 attn-zoo train atariari --budget cpu --seed 0 \
+        --set condition=L model=fc n_timesteps=10000000 --run-dir runs/pong_ram_teacher/0
+    attn-zoo evaluate runs/pong_ram_teacher/0 --episodes 20 --policy deterministic --json \
+        > results/puzzle_pong/teacher/eval_deterministic_20.json
+    OMP_NUM_THREADS=1 attn-zoo train puzzle_pong_bc --budget cpu --seed 0 \
+        --set teacher=runs/pong_ram_teacher/0 occlusion=0.0       # and 0.3, 0.5, 0.7
+
 The tables come from ``attn-zoo robustness`` on the students (one per training occlusion
 ratio: the cells of ``attn-zoo train puzzle_pong_bc``, copied to ``<ratio>/<seed>-<time>/``
 beside this file)::
@@ -20,6 +30,7 @@ article's row beside ours; a table whose sweep has not run yet says so) and ``he
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import matplotlib
@@ -86,8 +97,27 @@ def draw(ax, grid: np.ndarray, title: str):
     return image
 
 
+def teacher_lines() -> list[str]:
+    """The teacher committed under ``teacher/``: its greedy score and training cost."""
+    score = HERE / "teacher" / "eval_deterministic_20.json"
+    runs = sorted((HERE / "teacher").glob("*/status.json"))
+    if not score.exists() or not runs:
+        return ["No teacher committed yet.", ""]
+    greedy = json.loads(score.read_text())
+    result = greedy["policies"]["deterministic"]
+    status = json.loads(runs[-1].read_text())
+    return [
+        "| teacher | steps | wall time | greedy return (20 episodes) |",
+        "| --- | ---: | ---: | --- |",
+        f"| PPO, FC on Pong's 8 RAM features x 4 steps | {greedy['num_timesteps']:,} "
+        f"| {status['wall_seconds'] / 60:.0f} min "
+        f"| {result['mean_reward']:.1f} ± {result['std_reward']:.1f} |",
+        "",
+    ]
+
+
 def main() -> None:
-    lines = ["# E5 Puzzle Pong at the cpu budget", ""]
+    lines = ["# E5 Puzzle Pong at the cpu budget", "", *teacher_lines()]
     shuffle = read_rows("shuffle")
     lines += ["| student (train occlusion 0.0) | as is | shuffled |", "| --- | --- | --- |"]
     lines.append(
