@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -21,7 +20,7 @@ from attn_policies.algorithms.bc import BCDataset
 from zoo import factory
 from zoo.config import ConfigError
 from zoo.trainers import get_trainer
-from zoo.trainers.bc_trainer import BCStudent, StudentAgent, load_teacher
+from zoo.trainers.bc_trainer import BCStudent, StudentAgent, _collect_run, load_teacher
 
 
 def scripted_teacher(obs: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -167,11 +166,7 @@ def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -
     assert data.obs["observation"].shape[1:] == (196, 144) and data.targets.shape[1:] == (6,)
 
     _, view = load_teacher(run.config, run.path)  # the teacher sees its normalised features
-    body = run.config.body
-    collecting = {**body, "env_kwargs": {**body["env_kwargs"], **body["collect_env_kwargs"]}}
-    env = factory.make_vec_env(
-        dataclasses.replace(run.config, body=collecting), n_envs=1, training=False
-    )
+    env = factory.make_vec_env(_collect_run(run.config), n_envs=1, training=False)
     env.seed(0)
     obs = env.reset()
     seen = view(obs)
