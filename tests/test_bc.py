@@ -306,6 +306,30 @@ def test_the_teacher_sees_its_own_view_and_the_student_the_env_observation() -> 
     np.testing.assert_allclose(data.targets, data.obs[:, :2] * 10, rtol=1e-6)
 
 
+def test_an_actor_steps_the_env_while_the_teacher_labels_every_step() -> None:
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+
+    def push_right(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.ones(len(obs), np.int64), np.tile([-1.0, 1.0], (len(obs), 1))
+
+    pushed_left = []
+
+    def push_left(obs: np.ndarray) -> np.ndarray:
+        pushed_left.append(obs)
+        return np.zeros(len(obs), np.int64)
+
+    collector = RolloutCollector(push_right, env, student_obs=lambda o: o * 2, actor=push_left)
+    data = collector.collect(6)
+    assert (data.actions == 1).all() and (data.targets.argmax(axis=1) == 1).all()
+    np.testing.assert_array_equal(np.concatenate(pushed_left), data.obs)  # the student's view
+    # the cart moves as the actor pushed it: its velocity falls (obs[1], doubled by the view)
+    velocity = data.obs[:, 1].reshape(6, 2)
+    assert (np.diff(velocity, axis=0) < 0).all()
+    env.seed(0)
+    right = collect_rollouts(push_right, env, n_steps=6)
+    assert (np.diff(right.obs[:, 1].reshape(6, 2), axis=0) > 0).all()
+
+
 def test_config_validation() -> None:
     for field, bad in (("batch_size", 0), ("epochs", True), ("epochs", 2.5)):
         with pytest.raises(ValueError, match=f"{field} must be a positive integer"):

@@ -188,6 +188,9 @@ def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -
         ({"teacher": {"experiment": "ant_teacher", "budgt": "smoke"}}, "teacher takes"),
         ({"policy_kwargs": {"features_extractor_kwargs": {"n_querys": 4}}}, "n_querys"),
         ({"policy_kwargs": {"features_extractor_class": "relationl"}}, "Did you mean"),
+        ({"dagger_rounds": -1}, "dagger_rounds must be >= 0"),
+        ({"dagger_rounds": 1, "dagger_steps": 0}, "dagger_steps must be >= 1"),
+        ({"dagger_rounds": "2"}, "dagger_rounds"),
     ],
 )
 def test_config_errors(tmp_path: Path, change: dict[str, Any], message: str) -> None:
@@ -262,3 +265,48 @@ def test_a_run_killed_while_recording_keeps_the_saved_parts(
         for f, g in zip(parts, sorted((straight.path / "data").glob("part-*.npz")), strict=True)
     ]
     assert same == [True, True] + [False] * 8  # from part 2 on: a fresh reset, seeded seed + 2
+
+
+DAGGER = {**SWINGUP, "epochs": 4, "dagger_rounds": 2, "dagger_steps": 100, "dagger_epochs": 2}
+
+
+def test_dagger_rounds_add_the_students_own_states_labelled_by_the_teacher(
+    tmp_path: Path,
+) -> None:
+    run = zoo.train(write(tmp_path, DAGGER), root=tmp_path)
+    assert [int(float(r["epoch"])) for r in read_progress(run.path)] == list(range(1, 9))
+    assert run.status["num_timesteps"] == 400 + 2 * 100
+    assert run.eval["num_timesteps"] == 600
+    rounds = [BCDataset.load(run.path / "data" / f"dagger-{r:02d}.npz") for r in (1, 2)]
+    teacher = BCDataset.concatenate(
+        [BCDataset.load(f) for f in sorted((run.path / "data").glob("part-*.npz"))]
+    )
+    for data in rounds:
+        assert len(data) == 100  # 50 steps x 2 envs
+        np.testing.assert_allclose(data.targets, scripted_teacher(data.obs)[1], rtol=1e-6)
+    # the student played these steps: its states are not the teacher's (another seed and
+    # another policy), and the two rounds' students differ
+    assert not np.isin(rounds[0].obs[:, 0], teacher.obs[:, 0]).any()
+    assert not np.array_equal(rounds[0].obs, rounds[1].obs)
+
+
+def test_a_dagger_run_killed_between_rounds_resumes_bit_for_bit(tmp_path: Path) -> None:
+    straight = zoo.train(write(tmp_path, DAGGER), root=tmp_path / "straight")
+
+    def kill_in_epoch_6(row: dict[str, float]) -> None:
+        if row["epoch"] == 6:  # the last epoch of round 1, before round 2 is recorded
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(write(tmp_path, DAGGER), root=tmp_path / "killed", callbacks=[kill_in_epoch_6])
+    folder = run_folder(tmp_path / "killed")
+    assert (folder / "data" / "dagger-01.npz").exists()
+    assert not (folder / "data" / "dagger-02.npz").exists()
+    resumed = zoo.resume(folder)
+    assert read_progress(resumed.path) == read_progress(straight.path)
+    for name in ("model.pt", "best_model.pt"):
+        after = torch.load(resumed.path / name, weights_only=True)
+        torch.testing.assert_close(after, torch.load(straight.path / name, weights_only=True))
+    for name in ("dagger-01.npz", "dagger-02.npz"):
+        ours, theirs = (BCDataset.load(p / "data" / name) for p in (folder, straight.path))
+        np.testing.assert_array_equal(ours.obs, theirs.obs)

@@ -233,6 +233,9 @@ class RolloutCollector:
         env: the ``VecEnv`` (seed it before for reproducible data).
         student_obs: maps the env's observation to the student's (default: the same).
         teacher_obs: maps the env's observation to the teacher's (default: the same).
+        actor: ``student_obs -> actions`` of the policy that steps the env instead of the
+            teacher, which still labels every step (DAgger's relabelled states: the samples
+            then cover the states the student itself reaches).
 
     Example:
         >>> from stable_baselines3.common.env_util import make_vec_env
@@ -249,9 +252,10 @@ class RolloutCollector:
         env: Any,
         student_obs: Callable[[Obs], Obs] | None = None,
         teacher_obs: Callable[[Obs], Obs] | None = None,
+        actor: Callable[[Obs], np.ndarray] | None = None,
     ) -> None:
         self.act, self.env = as_teacher(teacher), env
-        self.student_obs, self.teacher_obs = student_obs, teacher_obs
+        self.student_obs, self.teacher_obs, self.actor = student_obs, teacher_obs, actor
         self._obs: Obs | None = None
 
     def collect(self, n_steps: int) -> BCDataset:
@@ -267,10 +271,11 @@ class RolloutCollector:
         actions: list[np.ndarray] = []
         for _ in range(n_steps):
             action, target = self.act(self.teacher_obs(obs) if self.teacher_obs else obs)
-            seen.append(self.student_obs(obs) if self.student_obs else obs)
+            student = self.student_obs(obs) if self.student_obs else obs
+            seen.append(student)
             targets.append(np.asarray(target, dtype=np.float32))
             actions.append(np.asarray(action))
-            obs, _, _, _ = self.env.step(action)
+            obs, _, _, _ = self.env.step(action if self.actor is None else self.actor(student))
         self._obs = obs
         if isinstance(seen[0], dict):
             stacked: Obs = {k: np.concatenate([o[k] for o in seen]) for k in seen[0]}

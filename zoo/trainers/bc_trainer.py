@@ -28,6 +28,9 @@ Keys besides the common ones::
     occlusion: 0.0                    # or [low, high]: share of tokens dropped per batch
     tokens_key: null                  # Dict entry of the patch tokens to occlude
     eval: {freq: 2, n_episodes: 5, final_episodes: 100}   # freq counts epochs
+    dagger_rounds: 0                  # DAgger: rounds after the first fit, each recording
+    dagger_steps: 50000               # this many steps played by the student and labelled
+    dagger_epochs: 2                  # by the teacher, then this many epochs on all data
 
 A run resumes stage by stage (``attn-zoo train --resume RUN``): a teacher trained into
 ``RUN/teacher`` continues from its own checkpoint; the teacher data is recorded in
@@ -35,6 +38,12 @@ A run resumes stage by stage (``attn-zoo train --resume RUN``): a teacher traine
 records the rest (from a fresh reset of the env seeded ``seed + part``, so samples after the
 cut differ from an uninterrupted run's); the student continues from
 ``RUN/checkpoints/bc_last.pt``, saved after every epoch, bit for bit.
+
+With ``dagger_rounds`` (Ross et al. 2011, "A reduction of imitation learning to no-regret
+online learning") the first ``epochs`` fit the teacher's own steps; then every round lets
+the student play ``dagger_steps`` steps (the teacher labels each), saves them as
+``RUN/data/dagger-RR.npz``, adds them to the data and trains ``dagger_epochs`` more epochs.
+The epochs count on across rounds, so a resumed run finds its round from the checkpoint.
 
 The teacher acts on ``teacher_obs`` of the student env's observation: a Dict entry name
 (the newest step when the student env stacks a window the teacher does not have) or an
@@ -97,6 +106,9 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "occlusion": (float, int, list),
     "tokens_key": (str,),
     "torch_threads": (int,),
+    "dagger_rounds": (int,),
+    "dagger_steps": (int,),
+    "dagger_epochs": (int,),
 }
 DATA_PARTS = 10  # files the teacher data is recorded in (a resume redoes at most one)
 STUDENT_KEYS = {"features_extractor_class", "features_extractor_kwargs", "net_arch"}
@@ -319,6 +331,38 @@ def _steps_per_env(run: RunConfig) -> int:
     return -(-int(run.body.get("n_timesteps", 2000)) // n_envs)
 
 
+def _dagger(run: RunConfig) -> tuple[int, int, int]:
+    """``(rounds, steps per env per round, epochs per round)``."""
+    n_envs = int(run.body.get("n_envs", 1))
+    steps = -(-int(run.body.get("dagger_steps", 50000)) // n_envs)
+    return int(run.body.get("dagger_rounds", 0)), steps, int(run.body.get("dagger_epochs", 2))
+
+
+def _samples(run: RunConfig) -> int:
+    """Samples of a finished run: the teacher's steps and every DAgger round's."""
+    rounds, steps, _ = _dagger(run)
+    return (_steps_per_env(run) + rounds * steps) * int(run.body.get("n_envs", 1))
+
+
+def dagger_data(
+    run: RunConfig, file: Path, round_: int, teacher: Any, view: Any, agent: StudentAgent
+) -> BCDataset:
+    """Round ``round_``'s samples: the student plays (env seeded ``seed + 1000 * round_``),
+    the teacher labels; loaded from ``file`` when a resumed run recorded it already."""
+    if file.exists():
+        return BCDataset.load(file)
+    env = factory.make_vec_env(_collect_run(run), training=False)
+    try:
+        env.seed(run.seed + 1000 * round_)
+        student_view = _student_view(run, env.observation_space)
+        actor = lambda obs: agent.predict(obs)[0]  # noqa: E731
+        data = RolloutCollector(teacher, env, student_view, view, actor).collect(_dagger(run)[1])
+    finally:
+        env.close()
+    data.save(file)
+    return data
+
+
 def collect_data(run: RunConfig, folder: Path, teacher: Any, view: Any) -> BCDataset:
     """The run's teacher data: ``n_timesteps`` steps in :data:`DATA_PARTS` files under
     ``folder``, the parts already there loaded, the others recorded (and saved).
@@ -402,8 +446,11 @@ class BCTrainer:
                 raise ConfigError(
                     f"{run.name}: teacher takes {sorted(TEACHER_KEYS)}, got {unknown}"
                 )
-        if int(run.body.get("n_timesteps", 1)) < 1:
-            raise ConfigError(f"{run.name}: n_timesteps must be >= 1")
+        for key in ("n_timesteps", "dagger_steps", "dagger_epochs"):
+            if int(run.body.get(key, 1)) < 1:
+                raise ConfigError(f"{run.name}: {key} must be >= 1")
+        if int(run.body.get("dagger_rounds", 0)) < 0:
+            raise ConfigError(f"{run.name}: dagger_rounds must be >= 0")
         if isinstance(teacher, str) and not teacher.endswith(".zip") and not Path(teacher).is_dir():
             _function(run, "teacher", teacher)
         view_spec = run.body.get("teacher_obs")
@@ -454,10 +501,15 @@ class BCTrainer:
         with (path / "progress.csv").open() as fh:  # the best test so far, when resumed
             tests = [float(r["test_mean"]) for r in csv.DictReader(fh) if r["test_mean"]]
         best = max(tests, default=-np.inf)
-        lines = progress.lines(run.experiment, bc_config(run).epochs, "epochs", done or 0)
+        config = bc_config(run)
+        rounds, _, round_epochs = _dagger(run)
+        lines = progress.lines(
+            run.experiment, config.epochs + rounds * round_epochs, "epochs", done or 0
+        )
+        stopped = False
 
         def on_epoch(row: dict[str, float]) -> bool:
-            nonlocal best
+            nonlocal best, stopped
             row = dict(row)
             if run.eval.freq and int(row["epoch"]) % run.eval.freq == 0:
                 result = evaluate_policy(agent, eval_env, run.eval.n_episodes, seed=run.eval.seed)
@@ -474,10 +526,20 @@ class BCTrainer:
             if lines is not None:
                 test = f", test {best:.2f} (best)" if best > -np.inf else ""
                 lines.update(int(row["epoch"]), f"loss {row['loss']:.4f}{test}")
-            return all(cb(row) is not False for cb in callbacks)
+            stopped = not all(cb(row) is not False for cb in callbacks)
+            return not stopped
 
         try:
-            train_bc(student, data, bc_config(run), callback=on_epoch, checkpoint=checkpoint)
+            for round_ in range(rounds + 1):
+                if round_:
+                    file = path / "data" / f"dagger-{round_:02d}.npz"
+                    more = dagger_data(run, file, round_, teacher, view, agent)
+                    data = BCDataset.concatenate([data, more])
+                epochs = config.epochs + round_ * round_epochs
+                train_bc(student, data, dataclasses.replace(config, epochs=epochs),
+                         callback=on_epoch, checkpoint=checkpoint)  # fmt: skip
+                if stopped:
+                    break
         finally:
             metrics.close()
             eval_env.close()
@@ -548,7 +610,7 @@ class BCTrainer:
         seed = run.eval.test_seed if seed is None else int(seed)
         file = self.model_file(path, which)
         result = self._test(path, run, which, n, seed)
-        samples = _steps_per_env(run) * int(run.body.get("n_envs", 1))
+        samples = _samples(run)
         out = eval_json(run, path, file, seed, n, {"deterministic": result}, num_timesteps=samples)
         if which == "best" and file.name == "best_model.pt":
             last = self._test(path, run, "last", n, seed)
