@@ -156,8 +156,12 @@ def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -
     ram_teacher = {"experiment": "atariari", "budget": "smoke", "overrides": {"model": "fc"}}
     collect = {"shuffle": False, "ram_features": {"order_seed": "{seed}"}}
     overrides = {"teacher": ram_teacher, "teacher_obs": "ram_features",
-                 "collect_env_kwargs": collect}  # fmt: skip
+                 "collect_env_kwargs": collect, "loss": "cross_entropy",
+                 "dagger_rounds": 1, "dagger_steps": 12, "dagger_epochs": 1}  # fmt: skip
     run = zoo.train("puzzle_pong_bc", budget="smoke", overrides=overrides, seed=2, root=tmp_path)
+    played = BCDataset.load(run.path / "data" / "dagger-01.npz")  # the student played these
+    assert sorted(played.obs) == ["observation", "prev_action"] and len(played) == 12
+    assert run.status["num_timesteps"] == 16 + 12
     assert run.config.body["collect_env_kwargs"]["ram_features"] == {"order_seed": 2}
     teacher_run = zoo.load(run.path / "teacher")
     assert teacher_run.config.body["env_kwargs"]["order_seed"] == 2  # one order for both
