@@ -14,10 +14,9 @@ import sys
 import numpy as np
 
 import zoo
-from attn_policies.algorithms.bc import BCDataset, RolloutCollector
-from zoo import factory
+from attn_policies.algorithms.bc import BCDataset
 from zoo.trainers import get_trainer
-from zoo.trainers.bc_trainer import _collect_run, _student_view, load_teacher
+from zoo.trainers.bc_trainer import collect_steps, load_teacher
 
 SAMPLES = 4000
 HELD_OUT_SEED = 12345
@@ -37,13 +36,7 @@ def main(path: str) -> None:
     agent = get_trainer("bc").load(handle.path, run, "best")
     own = BCDataset.load(handle.path / "data" / "part-003.npz")
     print(f"training data (part 3): {agreement(agent, own):.1%}")
-    env = factory.make_vec_env(_collect_run(run), training=False)
-    try:
-        env.seed(HELD_OUT_SEED)
-        collector = RolloutCollector(teacher, env, _student_view(run, env.observation_space), view)
-        fresh = collector.collect(SAMPLES // env.num_envs)
-    finally:
-        env.close()
+    fresh = collect_steps(run, teacher, view, SAMPLES // int(run.body["n_envs"]), HELD_OUT_SEED)
     print(f"fresh teacher steps: {agreement(agent, fresh):.1%}")
     share = np.bincount(fresh.actions, minlength=6) / len(fresh.actions)
     print(f"teacher's most frequent action: {share.max():.1%} of steps")

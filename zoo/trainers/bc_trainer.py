@@ -344,6 +344,28 @@ def _samples(run: RunConfig) -> int:
     return (_steps_per_env(run) + rounds * steps) * int(run.body.get("n_envs", 1))
 
 
+def collect_steps(
+    run: RunConfig,
+    teacher: Any,
+    view: Any,
+    n_steps: int,
+    seed: int,
+    agent: StudentAgent | None = None,
+) -> BCDataset:
+    """``n_steps`` steps of every env of the run's collecting env (seeded ``seed``), labelled
+    by the teacher; ``agent`` (a student) plays them instead of the teacher when given."""
+    env = factory.make_vec_env(_collect_run(run), training=False)
+    try:
+        env.seed(seed)
+        actor = None if agent is None else (lambda obs: agent.predict(obs)[0])
+        collector = RolloutCollector(
+            teacher, env, _student_view(run, env.observation_space), view, actor
+        )
+        return collector.collect(n_steps)
+    finally:
+        env.close()
+
+
 def dagger_data(
     run: RunConfig, file: Path, round_: int, teacher: Any, view: Any, agent: StudentAgent
 ) -> BCDataset:
@@ -351,14 +373,7 @@ def dagger_data(
     the teacher labels; loaded from ``file`` when a resumed run recorded it already."""
     if file.exists():
         return BCDataset.load(file)
-    env = factory.make_vec_env(_collect_run(run), training=False)
-    try:
-        env.seed(run.seed + 1000 * round_)
-        student_view = _student_view(run, env.observation_space)
-        actor = lambda obs: agent.predict(obs)[0]  # noqa: E731
-        data = RolloutCollector(teacher, env, student_view, view, actor).collect(_dagger(run)[1])
-    finally:
-        env.close()
+    data = collect_steps(run, teacher, view, _dagger(run)[1], run.seed + 1000 * round_, agent)
     data.save(file)
     return data
 
