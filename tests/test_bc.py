@@ -17,6 +17,7 @@ from attn_policies.algorithms.bc import (
     BatchSampler,
     BCConfig,
     BCDataset,
+    DatasetBuffer,
     RolloutCollector,
     as_teacher,
     collect_rollouts,
@@ -342,6 +343,8 @@ def test_config_validation() -> None:
         BCConfig(occlusion=1.0)
     with pytest.raises(ValueError, match="prev_action_noise"):
         BCConfig(prev_action_noise=-0.1)
+    with pytest.raises(ValueError, match="epoch_samples"):
+        BCConfig(epoch_samples=-1)
     tokens = {"tokens": np.zeros((4, 5, 3), np.float32), "prev": np.zeros((4, 2), np.float32)}
     data = BCDataset(tokens, np.zeros((4, 1), np.float32), np.zeros(4, np.int64))
     with pytest.raises(ValueError, match="tokens_key"):  # would silently not occlude
@@ -373,6 +376,75 @@ def test_dataset_save_load_and_concatenate(tmp_path: Path) -> None:
         BCDataset({"../x": np.zeros(2)}, np.zeros((2, 1)), np.zeros(2)).save(tmp_path / "b.npz")
     with pytest.raises(ValueError, match="no datasets"):
         BCDataset.concatenate([])
+
+
+def test_dataset_buffer_equals_concatenation_and_copies_each_part_once() -> None:
+    for name, (data, _) in _datasets().items():
+        parts = [data, linear_like(data, 1), linear_like(data, 2)]
+        buffer = DatasetBuffer(capacity=3 * len(data) + 5)
+        views = []
+        for i, part in enumerate(parts):
+            buffer.append(part)
+            views.append(buffer.data)
+            expected = BCDataset.concatenate(parts[: i + 1])
+            got = buffer.data
+            assert len(got) == len(expected), name
+            exp_obs = expected.obs if isinstance(expected.obs, dict) else {"": expected.obs}
+            got_obs = got.obs if isinstance(got.obs, dict) else {"": got.obs}
+            for key, value in exp_obs.items():
+                assert got_obs[key].dtype == value.dtype
+                np.testing.assert_array_equal(got_obs[key], value)
+            np.testing.assert_array_equal(got.targets, expected.targets)
+            np.testing.assert_array_equal(got.actions, expected.actions)
+        # views share the buffer: appending later parts never moved the earlier samples
+        first = views[0].obs if not isinstance(views[0].obs, dict) else views[0].obs["observation"]
+        last = (
+            views[-1].obs if not isinstance(views[-1].obs, dict) else views[-1].obs["observation"]
+        )
+        assert np.shares_memory(first, last)
+    with pytest.raises(ValueError, match="do not fit"):
+        buffer.append(data)
+    with pytest.raises(ValueError, match="empty"):
+        _ = DatasetBuffer(capacity=2).data
+    dict_part = BCDataset({"a": np.zeros((2, 1))}, np.zeros((2, 1)), np.zeros(2))
+    mixed = DatasetBuffer(capacity=8)
+    mixed.append(dict_part)
+    with pytest.raises(ValueError, match="observation entries"):
+        mixed.append(BCDataset({"b": np.zeros((2, 1))}, np.zeros((2, 1)), np.zeros(2)))
+    with pytest.raises(ValueError, match="observation entries"):
+        mixed.append(BCDataset(np.zeros((2, 1)), np.zeros((2, 1)), np.zeros(2)))
+
+
+def linear_like(data: BCDataset, shift: int) -> BCDataset:
+    """``data`` with every value moved by ``shift`` (same shapes and dtypes)."""
+
+    def moved(values: np.ndarray) -> np.ndarray:
+        return (values + shift).astype(values.dtype)
+
+    obs = (
+        {k: moved(v) for k, v in data.obs.items()}
+        if isinstance(data.obs, dict)
+        else moved(data.obs)
+    )
+    return BCDataset(obs, moved(data.targets), moved(data.actions))
+
+
+def test_epoch_samples_draws_a_fresh_subset_of_that_size_each_epoch() -> None:
+    data = linear_data(100)
+    sampler = BatchSampler(data, BCConfig(batch_size=16, epoch_samples=40))
+    rng, g = np.random.default_rng(0), torch.Generator().manual_seed(0)
+    epochs = [list(sampler.epoch(rng, g)) for _ in range(2)]
+    for batches in epochs:
+        assert [len(t) for _, t, _ in batches] == [16, 16, 8]
+    seen = [torch.cat([o for o, _, _ in batches]) for batches in epochs]
+    assert len(torch.unique(seen[0], dim=0)) == 40  # no sample twice within an epoch
+    assert not torch.equal(seen[0], seen[1])  # a different subset the next epoch
+    # the first 40 of the same permutation the full epoch would use
+    full = BatchSampler(data, BCConfig(batch_size=40))
+    (whole, _, _), *_ = full.epoch(np.random.default_rng(0), torch.Generator().manual_seed(0))
+    torch.testing.assert_close(seen[0], whole)
+    big = BatchSampler(data, BCConfig(batch_size=64, epoch_samples=1000))  # more than the data
+    assert sum(len(t) for _, t, _ in big.epoch(rng, g)) == 100
 
 
 def test_rollout_collector_chunks_equal_one_collection() -> None:

@@ -195,6 +195,8 @@ def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -
         ({"dagger_rounds": -1}, "dagger_rounds must be >= 0"),
         ({"dagger_rounds": 1, "dagger_steps": 0}, "dagger_steps must be >= 1"),
         ({"dagger_rounds": "2"}, "dagger_rounds"),
+        ({"epoch_samples": -5}, "epoch_samples must be >= 0"),
+        ({"epoch_samples": 1.5}, "epoch_samples"),
     ],
 )
 def test_config_errors(tmp_path: Path, change: dict[str, Any], message: str) -> None:
@@ -271,7 +273,14 @@ def test_a_run_killed_while_recording_keeps_the_saved_parts(
     assert same == [True, True] + [False] * 8  # from part 2 on: a fresh reset, seeded seed + 2
 
 
-DAGGER = {**SWINGUP, "epochs": 4, "dagger_rounds": 2, "dagger_steps": 100, "dagger_epochs": 2}
+DAGGER = {
+    **SWINGUP,
+    "epochs": 4,
+    "dagger_rounds": 2,
+    "dagger_steps": 100,
+    "dagger_epochs": 2,
+    "epoch_samples": 300,  # fewer than the 400 teacher samples: every epoch draws a subset
+}
 
 
 def test_dagger_rounds_add_the_students_own_states_labelled_by_the_teacher(

@@ -54,6 +54,7 @@ __all__ = [
     "BCConfig",
     "BCDataset",
     "BatchSampler",
+    "DatasetBuffer",
     "RolloutCollector",
     "as_teacher",
     "collect_rollouts",
@@ -80,6 +81,8 @@ class BCConfig:
         occlusion: fraction of patch tokens dropped in every batch, or ``(low, high)`` to draw
             it per batch.
         tokens_key: the Dict entry holding the tokens (``None``: the observation itself).
+        epoch_samples: samples per epoch, a fresh random subset of the data each epoch
+            (``0``: all of it), so that an epoch costs the same however large the data grows.
         seed: seeds shuffling, noise and occlusion.
     """
 
@@ -92,6 +95,7 @@ class BCConfig:
     prev_action_key: str = "prev_action"
     occlusion: float | tuple[float, float] = 0.0
     tokens_key: str | None = None
+    epoch_samples: int = 0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -100,8 +104,8 @@ class BCConfig:
         require_sizes(batch_size=self.batch_size, epochs=self.epochs)
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
-        if self.grad_clip < 0 or self.prev_action_noise < 0:
-            raise ValueError("grad_clip and prev_action_noise must be >= 0")
+        if self.grad_clip < 0 or self.prev_action_noise < 0 or self.epoch_samples < 0:
+            raise ValueError("grad_clip, prev_action_noise and epoch_samples must be >= 0")
         low, high = _ratio_range(self.occlusion)
         if not 0 <= low <= high < 1:
             raise ValueError(f"occlusion must lie in [0, 1), got {self.occlusion!r}")
@@ -180,6 +184,74 @@ class BCDataset:
             np.concatenate([p.targets for p in parts]),
             np.concatenate([p.actions for p in parts]),
         )
+
+
+class DatasetBuffer:
+    """Datasets appended into arrays allocated once, for data that grows round by round
+    (DAgger): :meth:`append` copies only the new samples, where
+    :meth:`BCDataset.concatenate` would copy everything so far, and :attr:`data` is a view
+    of the samples held (no copy). Memory is committed as rows are written.
+
+    Example:
+        >>> buffer = DatasetBuffer(capacity=5)
+        >>> part = BCDataset(np.ones((2, 3), np.uint8), np.zeros((2, 1)), np.zeros(2))
+        >>> buffer.append(part); buffer.append(part)
+        >>> len(buffer.data), buffer.data.obs.shape
+        (4, (4, 3))
+    """
+
+    def __init__(self, capacity: int) -> None:
+        require_sizes(capacity=capacity)
+        self.capacity, self.size = capacity, 0
+        self._obs: Obs | None = None
+        self._targets = self._actions = np.empty(0)
+
+    @staticmethod
+    def _like(values: np.ndarray, capacity: int) -> np.ndarray:
+        return np.empty((capacity, *values.shape[1:]), values.dtype)
+
+    def append(self, part: BCDataset) -> None:
+        """Copy ``part``'s samples after those held.
+
+        Raises:
+            ValueError: more samples than ``capacity``, or arrays unlike the first part's.
+        """
+        end = self.size + len(part)
+        if end > self.capacity:
+            raise ValueError(f"{end} samples do not fit a buffer of {self.capacity}")
+        if self._obs is None:
+            self._obs = (
+                {k: self._like(v, self.capacity) for k, v in part.obs.items()}
+                if isinstance(part.obs, dict)
+                else self._like(part.obs, self.capacity)
+            )
+            self._targets = self._like(part.targets, self.capacity)
+            self._actions = self._like(part.actions, self.capacity)
+        if isinstance(self._obs, dict) != isinstance(part.obs, dict) or (
+            isinstance(part.obs, dict) and set(part.obs) != set(self._obs)
+        ):
+            raise ValueError("every part must have the first part's observation entries")
+        if isinstance(self._obs, dict):
+            for key, value in part.obs.items():
+                self._obs[key][self.size : end] = value
+        else:
+            self._obs[self.size : end] = part.obs
+        self._targets[self.size : end] = part.targets
+        self._actions[self.size : end] = part.actions
+        self.size = end
+
+    @property
+    def data(self) -> BCDataset:
+        """The samples appended so far, as views of the buffer."""
+        if self._obs is None:
+            raise ValueError("the buffer is empty")
+        n = self.size
+        obs: Obs = (
+            {k: v[:n] for k, v in self._obs.items()}
+            if isinstance(self._obs, dict)
+            else self._obs[:n]
+        )
+        return BCDataset(obs, self._targets[:n], self._actions[:n])
 
 
 Teacher = Callable[[Obs], tuple[np.ndarray, np.ndarray]]
@@ -447,8 +519,11 @@ class BatchSampler:
     def epoch(
         self, rng: np.random.Generator, generator: torch.Generator
     ) -> Iterator[tuple[Any, Tensor, Tensor]]:
-        """One pass over the data in a fresh shuffled order (``rng.permutation``)."""
+        """One pass over the data in a fresh shuffled order (``rng.permutation``), or over its
+        first ``epoch_samples`` samples when that is set and smaller than the data."""
         order = torch.from_numpy(rng.permutation(len(self.data)))
+        if self.config.epoch_samples:
+            order = order[: self.config.epoch_samples]
         for start in range(0, len(order), self.config.batch_size):
             yield self.batch(order[start : start + self.config.batch_size], generator)
 

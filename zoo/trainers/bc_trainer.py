@@ -31,6 +31,7 @@ Keys besides the common ones::
     dagger_rounds: 0                  # DAgger: rounds after the first fit, each recording
     dagger_steps: 50000               # this many steps played by the student and labelled
     dagger_epochs: 2                  # by the teacher, then this many epochs on all data
+    epoch_samples: 0                  # samples per epoch, a fresh random subset (0: all)
 
 A run resumes stage by stage (``attn-zoo train --resume RUN``): a teacher trained into
 ``RUN/teacher`` continues from its own checkpoint; the teacher data is recorded in
@@ -44,6 +45,8 @@ online learning") the first ``epochs`` fit the teacher's own steps; then every r
 the student play ``dagger_steps`` steps (the teacher labels each), saves them as
 ``RUN/data/dagger-RR.npz``, adds them to the data and trains ``dagger_epochs`` more epochs.
 The epochs count on across rounds, so a resumed run finds its round from the checkpoint.
+The rounds' data grows in one buffer allocated for all of it (no copy per round), and
+``epoch_samples`` keeps an epoch's cost fixed as it grows.
 
 The teacher acts on ``teacher_obs`` of the student env's observation: a Dict entry name
 (the newest step when the student env stacks a window the teacher does not have) or an
@@ -74,7 +77,13 @@ from gymnasium import spaces
 from torch import nn
 
 import zoo
-from attn_policies.algorithms.bc import BCConfig, BCDataset, RolloutCollector, train_bc
+from attn_policies.algorithms.bc import (
+    BCConfig,
+    BCDataset,
+    DatasetBuffer,
+    RolloutCollector,
+    train_bc,
+)
 from attn_policies.algorithms.es_eval import default_action_fn
 from zoo import factory, progress
 from zoo.config import ConfigError, RunConfig, check_type
@@ -109,6 +118,7 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "dagger_rounds": (int,),
     "dagger_steps": (int,),
     "dagger_epochs": (int,),
+    "epoch_samples": (int,),
 }
 DATA_PARTS = 10  # files the teacher data is recorded in (a resume redoes at most one)
 STUDENT_KEYS = {"features_extractor_class", "features_extractor_kwargs", "net_arch"}
@@ -379,6 +389,12 @@ def dagger_data(
 
 
 def collect_data(run: RunConfig, folder: Path, teacher: Any, view: Any) -> BCDataset:
+    """The run's teacher data, one dataset (see :func:`collect_parts`)."""
+    parts = collect_parts(run, folder, teacher, view)
+    return parts[0] if len(parts) == 1 else BCDataset.concatenate(parts)
+
+
+def collect_parts(run: RunConfig, folder: Path, teacher: Any, view: Any) -> list[BCDataset]:
     """The run's teacher data: ``n_timesteps`` steps in :data:`DATA_PARTS` files under
     ``folder``, the parts already there loaded, the others recorded (and saved).
 
@@ -410,7 +426,7 @@ def collect_data(run: RunConfig, folder: Path, teacher: Any, view: Any) -> BCDat
     finally:
         if env is not None:
             env.close()
-    return parts[0] if len(parts) == 1 else BCDataset.concatenate(parts)
+    return parts
 
 
 def _student_view(run: RunConfig, collected: spaces.Space) -> Callable[[Any], Any] | None:
@@ -504,7 +520,14 @@ class BCTrainer:
         random.seed(run.seed)
         np.random.seed(run.seed)  # noqa: NPY002
         torch.manual_seed(run.seed)
-        data = collect_data(run, path / "data", teacher, view)
+        rounds, _, round_epochs = _dagger(run)
+        if rounds:  # room for every round's samples, so a round copies only its own
+            buffer = DatasetBuffer(_samples(run))
+            for part in collect_parts(run, path / "data", teacher, view):
+                buffer.append(part)
+            data = buffer.data
+        else:
+            data = collect_data(run, path / "data", teacher, view)
         student, action_space = make_student(run)
         agent = StudentAgent(student, action_space)
         done: int | None = None  # epochs in the checkpoint a resumed run continues from
@@ -517,7 +540,6 @@ class BCTrainer:
             tests = [float(r["test_mean"]) for r in csv.DictReader(fh) if r["test_mean"]]
         best = max(tests, default=-np.inf)
         config = bc_config(run)
-        rounds, _, round_epochs = _dagger(run)
         lines = progress.lines(
             run.experiment, config.epochs + rounds * round_epochs, "epochs", done or 0
         )
@@ -548,8 +570,8 @@ class BCTrainer:
             for round_ in range(rounds + 1):
                 if round_:
                     file = path / "data" / f"dagger-{round_:02d}.npz"
-                    more = dagger_data(run, file, round_, teacher, view, agent)
-                    data = BCDataset.concatenate([data, more])
+                    buffer.append(dagger_data(run, file, round_, teacher, view, agent))
+                    data = buffer.data
                 epochs = config.epochs + round_ * round_epochs
                 train_bc(student, data, dataclasses.replace(config, epochs=epochs),
                          callback=on_epoch, checkpoint=checkpoint)  # fmt: skip
