@@ -10,6 +10,7 @@ import pytest
 
 from zoo.results import (
     collect_runs,
+    copy_half,
     final_return,
     finished_runs,
     mean_band,
@@ -180,3 +181,32 @@ def test_replace_block_rewrites_only_between_its_markers(tmp_path: Path) -> None
     readme.write_text(before + "<!-- e8: again -->\n<!-- /e8 -->\n")
     with pytest.raises(ValueError, match="one"):
         replace_block(readme, "e8", "y")
+
+
+def test_copy_half_stores_float16_weights_that_load_into_the_float32_module(
+    tmp_path: Path,
+) -> None:
+    import torch
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "status.json").write_text(json.dumps({"state": "finished", "seed": 0}))
+    (run / "progress.csv").write_text("epoch,loss\n1,0.5\n")
+    module = torch.nn.Sequential(torch.nn.Linear(256, 128), torch.nn.BatchNorm1d(128))
+    torch.save(module.state_dict(), run / "model.pt")
+    out = copy_half(run, tmp_path / "out")
+    assert (out / "progress.csv").read_text() == "epoch,loss\n1,0.5\n"
+    assert not (out / "best_model.pt").exists()  # only what the run has
+    half = torch.load(out / "model.pt", weights_only=True)
+    assert half["0.weight"].dtype == torch.float16
+    assert half["1.num_batches_tracked"].dtype == torch.int64  # integers untouched
+    assert (out / "model.pt").stat().st_size < 0.6 * (run / "model.pt").stat().st_size
+    loaded = torch.nn.Sequential(torch.nn.Linear(256, 128), torch.nn.BatchNorm1d(128))
+    loaded.load_state_dict(half)
+    assert loaded[0].weight.dtype == torch.float32
+    torch.testing.assert_close(loaded[0].weight, module[0].weight, rtol=1e-3, atol=1e-4)
+    with pytest.raises(ValueError, match="exists already"):
+        copy_half(run, out)
+    (run / "status.json").write_text(json.dumps({"state": "interrupted"}))
+    with pytest.raises(ValueError, match="not finished"):
+        copy_half(run, tmp_path / "other")
