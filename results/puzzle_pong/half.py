@@ -5,8 +5,8 @@ file; in float16 it is 3.4 MB (:func:`zoo.results.copy_half`). ``attn-zoo`` load
 half-precision tensors into the float32 student, so the copy evaluates like any run folder,
 and the figures quoted for it are measured on the copy itself::
 
-    python results/puzzle_pong/half.py RUN results/puzzle_pong/0.0/0-20261123-174000
-    attn-zoo evaluate results/puzzle_pong/0.0/0-20261123-174000 --episodes 20
+    python results/puzzle_pong/half.py RUN results/puzzle_pong/0.0-d18/0-20261123-174000
+    attn-zoo evaluate results/puzzle_pong/0.0-d18/0-20261123-174000 --episodes 20
 """
 
 from __future__ import annotations

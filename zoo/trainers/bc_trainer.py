@@ -388,12 +388,6 @@ def dagger_data(
     return data
 
 
-def collect_data(run: RunConfig, folder: Path, teacher: Any, view: Any) -> BCDataset:
-    """The run's teacher data, one dataset (see :func:`collect_parts`)."""
-    parts = collect_parts(run, folder, teacher, view)
-    return parts[0] if len(parts) == 1 else BCDataset.concatenate(parts)
-
-
 def collect_parts(run: RunConfig, folder: Path, teacher: Any, view: Any) -> list[BCDataset]:
     """The run's teacher data: ``n_timesteps`` steps in :data:`DATA_PARTS` files under
     ``folder``, the parts already there loaded, the others recorded (and saved).
@@ -521,13 +515,10 @@ class BCTrainer:
         np.random.seed(run.seed)  # noqa: NPY002
         torch.manual_seed(run.seed)
         rounds, _, round_epochs = _dagger(run)
-        if rounds:  # room for every round's samples, so a round copies only its own
-            buffer = DatasetBuffer(_samples(run))
-            for part in collect_parts(run, path / "data", teacher, view):
-                buffer.append(part)
-            data = buffer.data
-        else:
-            data = collect_data(run, path / "data", teacher, view)
+        buffer = DatasetBuffer(_samples(run))  # room for every round's samples
+        for part in collect_parts(run, path / "data", teacher, view):
+            buffer.append(part)
+        data = buffer.data
         student, action_space = make_student(run)
         agent = StudentAgent(student, action_space)
         done: int | None = None  # epochs in the checkpoint a resumed run continues from
