@@ -20,6 +20,7 @@ from attn_policies.es_policies import AttentionNeuronPolicy, FNNPolicy
 from zoo.config import ConfigError
 from zoo.trainers import get_trainer
 
+ROOT = Path(__file__).resolve().parents[1]
 FITNESS = ("generation", "env_steps", "fitness_best", "fitness_mean", "fitness_worst", "sigma")
 
 
@@ -98,6 +99,29 @@ def test_interrupt_and_resume_continue_bit_for_bit(tmp_path: Path) -> None:
         b = torch.load(resumed.path / name, weights_only=True)
         assert all(torch.equal(a[k], b[k]) for k in a), name
     assert resumed.eval["policies"] == straight.eval["policies"]
+
+
+def test_pgpe_run_from_a_warm_start_resumes_bit_for_bit(tmp_path: Path) -> None:
+    # E3's PGPE config: the same loop as CMA-ES, started at the committed CMA-ES agent
+    straight = zoo.train("cartpole_pi_pgpe", budget="smoke", overrides=LONGER, root=tmp_path / "a")
+    assert straight.config.body["es"] == "pgpe"
+    assert {p.name for p in (straight.path / "checkpoints").iterdir()} == {
+        "pgpe_state-4.npz",
+        "solutions-4.pt",
+        "trainer.json",
+    }
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train("cartpole_pi_pgpe", budget="smoke", overrides=LONGER, root=tmp_path / "b",
+                  callbacks=[InterruptAt(3)])  # fmt: skip
+    (path,) = (tmp_path / "b" / "cartpole_pi_pgpe").iterdir()
+    resumed = zoo.resume(path)
+    assert progress(resumed.path) == progress(straight.path)
+    a = torch.load(straight.path / "model.pt", weights_only=True)
+    b = torch.load(resumed.path / "model.pt", weights_only=True)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    start = torch.load(ROOT / "results/cartpole_pi/pi_warm_T300/best_model.pt", weights_only=True)
+    moved = [float((a[k] - start[k]).abs().max()) for k in a]
+    assert 0 < max(moved) < 1.0  # it searched around the warm start, not from zeros
 
 
 def test_killed_before_the_first_checkpoint_resumes_from_generation_zero(tmp_path: Path) -> None:
@@ -179,6 +203,12 @@ def test_duplicated_inputs_with_half_output_scale_reproduce_the_agent(tmp_path: 
         ({"population": 1}, "population.* >= 2"),
         ({"action_fn": "numpy:nope"}, "'action_fn'"),
         ({"n_generations": None}, "missing required key 'n_generations'"),
+        ({"es": "pgp"}, "es must be one of cmaes, pgpe, got 'pgp'. Did you mean 'pgpe'"),
+        ({"es": "pgpe", "pgpe": {"center_lr": 0.1}}, "Did you mean 'center_learning_rate'"),
+        ({"es": "pgpe", "cma_options": {"CMA_diagonal": True}}, "'cma_options' are pycma's"),
+        ({"pgpe": {"momentum": 0.5}}, "'pgpe' settings need es: pgpe"),
+        ({"es": "pgpe", "population": 5}, "pgpe: .*population must be even"),
+        ({"es": "pgpe", "pgpe": {"optimizer": "sgd"}}, "optimizer must be 'adam' or 'clipup'"),
     ],
 )
 def test_config_errors(tmp_path: Path, change: dict[str, Any], message: str) -> None:

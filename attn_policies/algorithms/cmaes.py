@@ -23,6 +23,9 @@ Checkpoints (:meth:`CMAESTrainer.save` / :meth:`CMAESTrainer.restore`) hold
 pycma samples from its ``randn`` option, which is given a ``RandomState`` owned by the
 optimiser (its state stored with it), so a restored run continues bit for bit.
 
+Given a :class:`~attn_policies.algorithms.pgpe.PGPEConfig` instead of a :class:`CMAESConfig`,
+the same trainer runs PGPE (state in ``pgpe_state-<generation>.npz``, data only too).
+
 Example:
     >>> from attn_policies.algorithms.es_eval import BatchedEvaluator, PolicyFactory, RolloutSpec
     >>> spec = RolloutSpec(
@@ -57,6 +60,7 @@ from attn_policies.algorithms.cmaes_state import (
     StateFormatError,
 )
 from attn_policies.algorithms.es_eval import Evaluator
+from attn_policies.algorithms.pgpe import PGPE, PGPEConfig
 from attn_policies.atomic import atomic_write
 from attn_policies.attention import require_int
 
@@ -107,6 +111,8 @@ class CMAES:
     Its state is stored as data only (:meth:`dumps` / :meth:`loads`): an ``.npz`` of arrays
     plus a JSON description of pycma's object graph, read with ``allow_pickle=False``.
     """
+
+    state_prefix = "cma_state"
 
     def __init__(self, dim: int, config: CMAESConfig) -> None:
         self.dim, self.config = int(dim), config
@@ -227,9 +233,13 @@ class CMAESTrainer:
         best, best_fitness: the best individual sampled so far and its fitness.
     """
 
-    def __init__(self, evaluator: Evaluator, config: CMAESConfig) -> None:
+    def __init__(self, evaluator: Evaluator, config: CMAESConfig | PGPEConfig) -> None:
         self.evaluator, self.config = evaluator, config
-        self.optimizer = CMAES(evaluator.num_parameters, config)
+        self.optimizer: CMAES | PGPE = (
+            PGPE(evaluator.num_parameters, config)
+            if isinstance(config, PGPEConfig)
+            else CMAES(evaluator.num_parameters, config)
+        )
         self.tasks = np.random.default_rng(config.seed)
         self.generation = 0
         self.env_steps = 0
@@ -278,7 +288,7 @@ class CMAESTrainer:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         files = {
-            "cma_state": f"cma_state-{self.generation}.npz",
+            "cma_state": f"{self.optimizer.state_prefix}-{self.generation}.npz",
             "solutions": f"solutions-{self.generation}.pt",
         }
         meta = {
@@ -299,7 +309,7 @@ class CMAESTrainer:
         torch.save(solutions, buffer)
         atomic_write(directory / files["solutions"], buffer.getvalue())
         atomic_write(directory / "trainer.json", json.dumps(meta, indent=1))
-        stale = ("cma_state*.npz", "cma_state*.pkl", "solutions*.pt")
+        stale = ("cma_state*.npz", "cma_state*.pkl", "pgpe_state*.npz", "solutions*.pt")
         for old in [p for pattern in stale for p in directory.glob(pattern)]:
             if old.name not in files.values():
                 old.unlink()
@@ -318,7 +328,8 @@ class CMAESTrainer:
             best_fitness, tasks = float(meta["best_fitness"]), dict(meta["tasks"])
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise StateFormatError(f"{where}: not a readable CMA-ES checkpoint ({err})") from None
-        optimizer = CMAES.loads(state_file.read_bytes(), self.config, where=str(state_file))
+        kind = type(self.optimizer)
+        optimizer = kind.loads(state_file.read_bytes(), self.config, where=str(state_file))
         if optimizer.dim != self.evaluator.num_parameters:
             raise StateFormatError(
                 f"{state_file}: the state has {optimizer.dim} parameters, the policy "

@@ -17,6 +17,9 @@ Keys besides the common ones::
                                       # dict .pt of the same policy (read as tensors only; it
                                       # must exist when the run starts or resumes); null: x0 = 0
     cma_options: {}                   # pycma options, e.g. {CMA_diagonal: true}
+    es: cmaes                         # or pgpe: the same loop with PGPE (sigma0 = its
+    pgpe: {}                          # initial stdev); PGPEConfig fields, e.g.
+                                      # {center_learning_rate: 0.037, stdev_learning_rate: 0.078}
     evaluator: batched                # or processes, ray
     n_workers: 2                      # processes / Ray actors
     ray_address: null                 # null: local Ray; "auto" or "ray://host:10001"
@@ -55,6 +58,7 @@ from attn_policies.algorithms.es_eval import (
     RolloutSpec,
     make_evaluator,
 )
+from attn_policies.algorithms.pgpe import PGPEConfig
 from attn_policies.atomic import atomic_write
 from zoo import factory
 from zoo import progress as zoo_progress
@@ -94,6 +98,8 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "sigma0": (float, int),
     "init": (str,),
     "cma_options": (dict,),
+    "es": (str,),
+    "pgpe": (dict,),
     "evaluator": (str,),
     "n_workers": (int,),
     "ray_address": (str,),
@@ -249,8 +255,27 @@ def init_vector(run: RunConfig) -> np.ndarray | None:
     return policy.get_flat_parameters().detach().numpy().astype(np.float64)
 
 
-def cma_config(run: RunConfig, x0: np.ndarray | None = None) -> CMAESConfig:
-    """pycma settings of the run; ``x0`` (see :func:`init_vector`) is read only to train."""
+ES_METHODS = ("cmaes", "pgpe")
+PGPE_KEYS = tuple(
+    f.name
+    for f in dataclasses.fields(PGPEConfig)
+    if f.name not in ("population", "repeats", "sigma0", "seed", "x0")
+)
+
+
+def cma_config(run: RunConfig, x0: np.ndarray | None = None) -> CMAESConfig | PGPEConfig:
+    """The run's search settings (``es: cmaes`` or ``pgpe``); ``x0`` (see
+    :func:`init_vector`) is read only to train."""
+    method = run.body.get("es", "cmaes")
+    if method not in ES_METHODS:
+        raise ConfigError(
+            f"{run.name}: es must be one of {', '.join(ES_METHODS)}, got {method!r}."
+            f"{nearest(method, ES_METHODS)}"
+        )
+    if method == "pgpe":
+        return _pgpe_config(run, x0)
+    if run.body.get("pgpe"):
+        raise ConfigError(f"{run.name}: 'pgpe' settings need es: pgpe (this run is es: cmaes)")
     try:
         return CMAESConfig(
             population=int(run.body.get("population", 256)),
@@ -262,6 +287,29 @@ def cma_config(run: RunConfig, x0: np.ndarray | None = None) -> CMAESConfig:
         )
     except ValueError as err:
         raise ConfigError(f"{run.name}: {err}") from None
+
+
+def _pgpe_config(run: RunConfig, x0: np.ndarray | None) -> PGPEConfig:
+    if run.body.get("cma_options"):
+        raise ConfigError(f"{run.name}: 'cma_options' are pycma's; this run is es: pgpe")
+    settings = dict(run.body.get("pgpe") or {})
+    for key in settings:
+        if key not in PGPE_KEYS:
+            raise ConfigError(
+                f"{run.name}: unknown pgpe setting {key!r}.{nearest(str(key), PGPE_KEYS)} "
+                f"Known: {', '.join(PGPE_KEYS)}"
+            )
+    try:
+        return PGPEConfig(
+            population=int(run.body.get("population", 256)),
+            repeats=int(run.body.get("repeats", 16)),
+            sigma0=float(run.body.get("sigma0", 0.1)),
+            seed=run.seed,
+            x0=x0,
+            **settings,
+        )
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"{run.name}: pgpe: {err}") from None
 
 
 def make_run_evaluator(run: RunConfig) -> Any:
