@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 from _metrics import metrics_match_own_table
+from gymnasium import spaces
 
 import zoo
 from attn_envs import CartPoleSwingUpVectorEnv
@@ -131,6 +132,17 @@ def test_puzzle_pong_smoke_occluded_cnn_student_round_trip(tmp_path: Path) -> No
     assert action.shape == (3,) and set(action.tolist()) <= set(range(6))
     again = trainer.evaluate(run.path, run.config)
     assert again["policies"] == run.eval["policies"] and again["model"] == "best_model.pt"
+    assert list(again["policies"]) == ["deterministic"]
+    # `attn-zoo evaluate --policy stochastic` plays the student's softmax, not its argmax
+    sampled = zoo.evaluate(run.path, n_episodes=1, policies=["stochastic", "deterministic"])
+    assert list(sampled["policies"]) == ["stochastic", "deterministic"]
+    assert sampled["policies"]["stochastic"]["mode"] == "stochastic"
+    plain = zoo.evaluate(run.path, n_episodes=1)["policies"]["deterministic"]
+    assert sampled["policies"]["deterministic"] == plain  # the order of modes changes nothing
+    assert (
+        zoo.evaluate(run.path, n_episodes=1, policies=["stochastic"])["policies"]["stochastic"]
+        == sampled["policies"]["stochastic"]
+    )  # seeded: the same draws again
     returns = trainer.episode_returns(run.path, run.config, n_episodes=1, seed=3)
     assert returns["lengths"][0] > 0
 
@@ -148,6 +160,25 @@ def test_puzzle_pong_smoke_occluded_cnn_student_round_trip(tmp_path: Path) -> No
     load_teacher(run.config, run.path)
     assert (teacher_dir / "eval.json").is_file()
     assert [p.name for p in (teacher_dir / "logs").glob("part*")] == ["part0"]
+
+
+def test_stochastic_student_actions_follow_the_softmax_of_its_logits() -> None:
+    logits = torch.tensor([[2.0, 0.0, -1.0, 1.0]])
+    student = torch.nn.Linear(1, 4)
+    with torch.no_grad():
+        student.weight.zero_()
+        student.bias.copy_(logits[0])
+    agent = StudentAgent(student, spaces.Discrete(4), seed=3)
+    obs = np.zeros((20000, 1), np.float32)
+    draws, _ = agent.predict(obs, deterministic=False)
+    counts = np.bincount(draws, minlength=4) / len(draws)
+    np.testing.assert_allclose(counts, torch.softmax(logits, -1)[0].numpy(), atol=0.015)
+    assert set(agent.predict(obs[:5])[0].tolist()) == {0}  # deterministic: the argmax
+    agent.seed(3)
+    np.testing.assert_array_equal(agent.predict(obs, deterministic=False)[0], draws)
+    box = StudentAgent(torch.nn.Linear(1, 2), spaces.Box(-1, 1, (2,)))
+    with pytest.raises(ValueError, match="stochastic actions need a Discrete action space"):
+        box.predict(obs[:2], deterministic=False)
 
 
 def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -> None:

@@ -176,13 +176,21 @@ class BCStudent(nn.Module):
 class StudentAgent:
     """A student with SB3's ``predict``, so :func:`zoo.evaluation.evaluate_policy` plays it.
 
-    Actions as an ES policy's (:func:`~attn_policies.algorithms.es_eval.default_action_fn`):
-    Discrete: the argmax of the logits; Box: the output clipped to the action bounds.
+    Deterministic actions are an ES policy's
+    (:func:`~attn_policies.algorithms.es_eval.default_action_fn`): Discrete: the argmax of the
+    logits; Box: the output clipped to the action bounds. Stochastic actions (Discrete only)
+    are drawn from the softmax of the logits, the teacher's action distribution the student
+    was cloned on, with a generator seeded by ``seed`` (and :meth:`seed`).
     """
 
-    def __init__(self, student: nn.Module, action_space: spaces.Space) -> None:
+    def __init__(self, student: nn.Module, action_space: spaces.Space, seed: int = 0) -> None:
         self.student, self.action_space = student.eval(), action_space
         self.action_fn = default_action_fn(action_space)
+        self.rng = np.random.default_rng(seed)
+
+    def seed(self, seed: int) -> None:
+        """Restart the generator of stochastic actions (the same episodes draw the same)."""
+        self.rng = np.random.default_rng(seed)
 
     @torch.no_grad()
     def predict(
@@ -192,12 +200,29 @@ class StudentAgent:
         episode_start: Any = None,
         deterministic: bool = True,
     ) -> tuple[np.ndarray, None]:
-        """Actions for a batch of observations (the student is deterministic)."""
+        """Actions for a batch of observations.
+
+        Raises:
+            ValueError: ``deterministic=False`` on a Box action space (a student outputs one
+                action there, not a distribution).
+        """
         if isinstance(obs, dict):
             x: Any = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in obs.items()}
         else:
             x = torch.as_tensor(obs, dtype=torch.float32)
-        return self.action_fn(self.student(x).numpy()), None
+        out = self.student(x)
+        if deterministic:
+            return self.action_fn(out.numpy()), None
+        if not isinstance(self.action_space, spaces.Discrete):
+            raise ValueError(
+                "stochastic actions need a Discrete action space; this student outputs one "
+                f"action for {self.action_space} (test it deterministic)"
+            )
+        probs = torch.softmax(out.double(), dim=-1).numpy()
+        draws = self.rng.random((len(probs), 1))
+        # inverse CDF; the min guards draws above a last cumulative sum a hair below 1
+        actions = (probs.cumsum(axis=1) < draws).sum(axis=1)
+        return np.minimum(actions, probs.shape[1] - 1), None
 
 
 def bc_config(run: RunConfig) -> BCConfig:
@@ -535,12 +560,16 @@ class BCTrainer:
             run.experiment, config.epochs + rounds * round_epochs, "epochs", done or 0
         )
         stopped = False
+        test_mode = next(iter(run.eval.policies.values()))  # the first mode picks the best
 
         def on_epoch(row: dict[str, float]) -> bool:
             nonlocal best, stopped
             row = dict(row)
             if run.eval.freq and int(row["epoch"]) % run.eval.freq == 0:
-                result = evaluate_policy(agent, eval_env, run.eval.n_episodes, seed=run.eval.seed)
+                agent.seed(run.eval.seed)  # the same episodes, the same draws, after a resume
+                result = evaluate_policy(
+                    agent, eval_env, run.eval.n_episodes, test_mode, seed=run.eval.seed
+                )
                 row["test_mean"] = result["mean_reward"]
                 if result["mean_reward"] >= best:  # ties go to the later, more trained student
                     best = result["mean_reward"]
@@ -613,12 +642,20 @@ class BCTrainer:
             env.close()
         return {"rewards": result["rewards"], "lengths": result["lengths"]}
 
-    def _test(self, path: Path, run: RunConfig, which: str, n: int, seed: int) -> dict[str, Any]:
+    def _test(
+        self, path: Path, run: RunConfig, which: str, n: int, seed: int
+    ) -> dict[str, dict[str, Any]]:
+        """Every mode of ``eval.policies`` and ``eval.final_policies`` on the same episodes."""
         env = factory.make_vec_env(run, n_envs=run.eval.n_envs, training=False)
+        agent = self.load(path, run, which)
+        results = {}
         try:
-            return evaluate_policy(self.load(path, run, which), env, n, seed=seed)
+            for name, mode in {**run.eval.policies, **run.eval.final_policies}.items():
+                agent.seed(seed)
+                results[name] = evaluate_policy(agent, env, n, mode, seed, run.eval.success)
         finally:
             env.close()
+        return results
 
     def evaluate(
         self,
@@ -628,7 +665,8 @@ class BCTrainer:
         which: str = "best",
         seed: int | None = None,
     ) -> dict[str, Any]:
-        """``eval.json``: deterministic test episodes (``eval.test_seed``), like SB3 runs.
+        """``eval.json``: test episodes (``eval.test_seed``) of every policy mode of ``eval``
+        (deterministic unless the run says otherwise), like SB3 runs.
 
         With ``which="best"`` and a ``best_model.pt``, the last student is tested on the same
         episodes too (``last_model``).
@@ -637,15 +675,15 @@ class BCTrainer:
         n = int(n_episodes or run.eval.final_episodes)
         seed = run.eval.test_seed if seed is None else int(seed)
         file = self.model_file(path, which)
-        result = self._test(path, run, which, n, seed)
+        results = self._test(path, run, which, n, seed)
         samples = _samples(run)
-        out = eval_json(run, path, file, seed, n, {"deterministic": result}, num_timesteps=samples)
+        out = eval_json(run, path, file, seed, n, results, num_timesteps=samples)
         if which == "best" and file.name == "best_model.pt":
             last = self._test(path, run, "last", n, seed)
             out["last_model"] = {
                 "model": "model.pt",
                 "num_timesteps": samples,
-                "policies": summary({"deterministic": last}),
+                "policies": summary(last),
             }
-        out["episodes"] = episode_lists({"deterministic": result})
+        out["episodes"] = episode_lists(results)
         return out
