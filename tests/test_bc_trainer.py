@@ -162,6 +162,30 @@ def test_puzzle_pong_smoke_occluded_cnn_student_round_trip(tmp_path: Path) -> No
     assert [p.name for p in (teacher_dir / "logs").glob("part*")] == ["part0"]
 
 
+def test_a_best_model_equal_to_the_last_is_tested_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = zoo.train(write(tmp_path, SWINGUP), root=tmp_path)
+    shutil.copy(run.path / "model.pt", run.path / "best_model.pt")
+    trainer = get_trainer("bc")
+    calls: list[str] = []
+    test = type(trainer)._test
+
+    def counted(self: Any, path: Path, config: Any, which: str, *args: Any) -> Any:
+        calls.append(which)
+        return test(self, path, config, which, *args)
+
+    monkeypatch.setattr(type(trainer), "_test", counted)
+    same = zoo.evaluate(run.path)
+    assert calls == ["best"] and same["last_model"]["policies"] == same["policies"]
+    state = torch.load(run.path / "best_model.pt", weights_only=True)
+    torch.save({k: v + 0.5 for k, v in state.items()}, run.path / "best_model.pt")
+    calls.clear()
+    other = zoo.evaluate(run.path)
+    assert calls == ["best", "last"]
+    assert other["last_model"]["policies"] == same["policies"]  # model.pt, the same episodes
+
+
 def test_stochastic_student_actions_follow_the_softmax_of_its_logits() -> None:
     logits = torch.tensor([[2.0, 0.0, -1.0, 1.0]])
     student = torch.nn.Linear(1, 4)
