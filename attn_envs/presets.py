@@ -172,14 +172,16 @@ def _shuffled_patches(
     """Frame stack -> patch tokens -> occlusion -> shuffle, the screen pipeline of seed 001.
 
     Occlusion comes before shuffling, so ``mode="episode"`` hides the same *screen positions*
-    all episode.
+    all episode. Seed 001's code shuffles each screen before stacking it; shuffling the
+    stacked tokens with ``stacked_frames`` gives the same observations, reshuffles included
+    (the frames seen before a reshuffle keep the old order until they leave the stack).
     """
     env = FrameStackObservation(env, frame_stack)
     env = PatchObservation(env, **patch_kwargs)
     if occlusion:
         env = OcclusionObservation(env, ratio=occlusion, mode=occlusion_mode)
-    if shuffle:
-        env = ShuffleObservation(env, reshuffle_every=reshuffle_every)
+    if shuffle:  # each frame keeps the permutation it was seen under, as in seed 001's code
+        env = ShuffleObservation(env, reshuffle_every=reshuffle_every, stacked_frames=frame_stack)
     return env
 
 

@@ -44,10 +44,21 @@ class ShuffleObservation(
     article's "reshuffle every t steps" tests). The permutation in force for the returned
     observation is ``info["permutation"]``.
 
+    With ``stacked_frames=f`` the tokens hold a stack of ``f`` frames on their last axis (or
+    as the innermost of their flattened values, as
+    :class:`~attn_envs.patches.PatchObservation` writes a frame stack), oldest first, and
+    each frame keeps the permutation in force when it was observed: after a reshuffle, the
+    older ``f - 1`` frames of a token still come from the old positions for ``f - 1`` steps.
+    That is what shuffling each screen before stacking it does (the authors' Puzzle Pong and
+    CarRacing wrappers), and why their agents lose points when reshuffled often. Without a
+    reshuffle it changes nothing.
+
     Args:
         env: Env with a Box observation of at least one dimension.
         reshuffle_every: Draw a new permutation every this many steps; ``None`` keeps one
             permutation for the whole episode.
+        stacked_frames: Frames stacked in each token (see above); ``None`` or 1: move whole
+            tokens.
 
     Example:
         >>> import gymnasium as gym
@@ -61,8 +72,12 @@ class ShuffleObservation(
         True
     """
 
-    def __init__(self, env: gym.Env, reshuffle_every: int | None = None) -> None:
-        gym.utils.RecordConstructorArgs.__init__(self, reshuffle_every=reshuffle_every)
+    def __init__(
+        self, env: gym.Env, reshuffle_every: int | None = None, stacked_frames: int | None = None
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self, reshuffle_every=reshuffle_every, stacked_frames=stacked_frames
+        )
         gym.ObservationWrapper.__init__(self, env)
         space = require_box(env.observation_space, "ShuffleObservation")
         if len(space.shape) == 0:
@@ -70,9 +85,18 @@ class ShuffleObservation(
         self.reshuffle_every = (
             None if reshuffle_every is None else require_int(reshuffle_every, "reshuffle_every")
         )
+        self.frames = 1 if stacked_frames is None else require_int(stacked_frames, "stacked_frames")
+        values = int(np.prod(space.shape[1:]))
+        if self.frames > 1 and values % self.frames:
+            raise ValueError(
+                f"stacked_frames={self.frames} does not divide the {values} values of a token "
+                f"(observation shape {space.shape})"
+            )
         self.n_tokens = space.shape[0]
         self.observation_space = token_space(space, self.n_tokens)
         self.permutation = np.arange(self.n_tokens)  # replaced at reset
+        # the permutation each stacked frame was observed under, oldest first
+        self._frame_perms = np.tile(self.permutation, (self.frames, 1))
         self._t = 0
 
     def reset(
@@ -81,6 +105,7 @@ class ShuffleObservation(
         self._reseed(seed)
         self._t = 0
         self.permutation = self.rng.permutation(self.n_tokens)
+        self._frame_perms[:] = self.permutation
         obs, info = self.env.reset(seed=seed, options=options)
         info["permutation"] = self.permutation.copy()
         return self.observation(obs), info
@@ -89,12 +114,21 @@ class ShuffleObservation(
         self._t += 1
         if self.reshuffle_every is not None and self._t % self.reshuffle_every == 0:
             self.permutation = self.rng.permutation(self.n_tokens)
+        self._frame_perms[:-1] = self._frame_perms[1:].copy()
+        self._frame_perms[-1] = self.permutation
         obs, reward, terminated, truncated, info = self.env.step(action)
         info["permutation"] = self.permutation.copy()
         return self.observation(obs), reward, terminated, truncated, info
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
-        return observation[self.permutation]
+        perms = self._frame_perms
+        if self.frames == 1 or (perms == self.permutation).all():
+            return observation[self.permutation]
+        tokens = observation.reshape(self.n_tokens, -1, self.frames)
+        mixed = tokens[
+            perms.T[:, None, :], np.arange(tokens.shape[1])[None, :, None], np.arange(self.frames)
+        ]
+        return mixed.reshape(observation.shape)
 
 
 class DuplicateObservation(

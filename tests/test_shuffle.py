@@ -11,7 +11,12 @@ from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attn_envs import DuplicateObservation, NoiseChannelsObservation, ShuffleObservation
+from attn_envs import (
+    DuplicateObservation,
+    NoiseChannelsObservation,
+    PatchObservation,
+    ShuffleObservation,
+)
 
 gym.register_envs(ale_py)
 
@@ -134,6 +139,63 @@ def test_shuffle_errors() -> None:
         ShuffleObservation(gym.make("FrozenLake-v1"))
     with pytest.raises(ValueError, match="reshuffle_every must be a positive integer"):
         ShuffleObservation(cartpole_swingup(), reshuffle_every=0)
+    with pytest.raises(ValueError, match="stacked_frames=2 does not divide the 3 values"):
+        ShuffleObservation(_Tokens(d=3), stacked_frames=2)
+
+
+class _Screens(gym.Env):
+    """Random 12x12 screens (2x2 patches of 6x6); keeps every screen it showed."""
+
+    observation_space = spaces.Box(0, 255, (12, 12), np.uint8)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.shown = [self.np_random.integers(0, 256, (12, 12), dtype=np.uint8)]
+        return self.shown[-1], {}
+
+    def step(self, action):
+        self.shown.append(self.np_random.integers(0, 256, (12, 12), dtype=np.uint8))
+        return self.shown[-1], 0.0, False, len(self.shown) > 40, {}
+
+
+def _patches(screen: np.ndarray, perm: np.ndarray) -> np.ndarray:
+    """The screen shuffled patch-wise *before* stacking, as seed 001's wrappers do: (4, 36)."""
+    tiles = screen.reshape(2, 6, 2, 6).swapaxes(1, 2).reshape(4, 36)
+    return tiles[perm]
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 7])
+def test_stacked_frames_equal_shuffling_each_screen_before_stacking(k: int) -> None:
+    screens = _Screens()
+    stack = PatchObservation(gym.wrappers.FrameStackObservation(screens, 4), patch_size=6)
+    env = ShuffleObservation(stack, reshuffle_every=k, stacked_frames=4)
+    obs, info = env.reset(seed=3)
+    perms = [info["permutation"]]
+    for t in range(12):
+        if t:
+            obs, _, _, _, info = env.step(0)
+            perms.append(info["permutation"])
+        # the reference: each frame shuffled when seen, then the last 4 stacked (the reset
+        # screen repeated before the episode has 4)
+        seen = [max(len(perms) - 4 + j, 0) for j in range(4)]
+        frames = [_patches(screens.shown[i], perms[i]) for i in seen]
+        expected = np.stack(frames, axis=-1).reshape(4, 144)
+        np.testing.assert_array_equal(obs, expected)
+    assert len({p.tobytes() for p in perms}) > 1  # it did reshuffle
+
+    # without a reshuffle, the frames move together: the plain token shuffle
+    def screen_stack() -> gym.Env:
+        return PatchObservation(gym.wrappers.FrameStackObservation(_Screens(), 4), patch_size=6)
+
+    plain = ShuffleObservation(screen_stack(), stacked_frames=None)
+    fixed = ShuffleObservation(screen_stack(), stacked_frames=4)
+    for seed in (0, 1):
+        a, _ = plain.reset(seed=seed)
+        b, _ = fixed.reset(seed=seed)
+        np.testing.assert_array_equal(a, b)
+        for _ in range(5):
+            np.testing.assert_array_equal(plain.step(0)[0], fixed.step(0)[0])
 
 
 def test_noise_channels() -> None:
