@@ -78,10 +78,12 @@ class PGPEConfig:
             value = getattr(self, name)
             if not 0 < value < float("inf"):
                 raise ValueError(f"need a finite {name} > 0, got {value!r}")
-        if not 0 <= self.stdev_learning_rate < float("inf") or not 0 <= self.max_speed < float(
-            "inf"
-        ):
-            raise ValueError("stdev_learning_rate and max_speed must be finite and >= 0")
+        for name in ("stdev_learning_rate", "max_speed"):
+            if not 0 <= getattr(self, name) < float("inf"):
+                raise ValueError(
+                    f"stdev_learning_rate and max_speed must be finite and >= 0, "
+                    f"got {name}={getattr(self, name)!r}"
+                )
         if not 0 <= self.momentum < 1:
             raise ValueError(f"momentum must lie in [0, 1), got {self.momentum!r}")
         if self.optimizer not in ("adam", "clipup"):
