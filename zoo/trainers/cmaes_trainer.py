@@ -272,24 +272,24 @@ def cma_config(run: RunConfig, x0: np.ndarray | None = None) -> CMAESConfig | PG
             f"{run.name}: es must be one of {', '.join(ES_METHODS)}, got {method!r}."
             f"{nearest(method, ES_METHODS)}"
         )
+    common: dict[str, Any] = {
+        "population": int(run.body.get("population", 256)),
+        "repeats": int(run.body.get("repeats", 16)),
+        "sigma0": float(run.body.get("sigma0", 0.1)),
+        "seed": run.seed,
+        "x0": x0,
+    }
     if method == "pgpe":
-        return _pgpe_config(run, x0)
+        return _pgpe_config(run, common)
     if run.body.get("pgpe"):
         raise ConfigError(f"{run.name}: 'pgpe' settings need es: pgpe (this run is es: cmaes)")
     try:
-        return CMAESConfig(
-            population=int(run.body.get("population", 256)),
-            repeats=int(run.body.get("repeats", 16)),
-            sigma0=float(run.body.get("sigma0", 0.1)),
-            seed=run.seed,
-            options=dict(run.body.get("cma_options") or {}),
-            x0=x0,
-        )
+        return CMAESConfig(options=dict(run.body.get("cma_options") or {}), **common)
     except ValueError as err:
         raise ConfigError(f"{run.name}: {err}") from None
 
 
-def _pgpe_config(run: RunConfig, x0: np.ndarray | None) -> PGPEConfig:
+def _pgpe_config(run: RunConfig, common: dict[str, Any]) -> PGPEConfig:
     if run.body.get("cma_options"):
         raise ConfigError(f"{run.name}: 'cma_options' are pycma's; this run is es: pgpe")
     settings = dict(run.body.get("pgpe") or {})
@@ -300,14 +300,7 @@ def _pgpe_config(run: RunConfig, x0: np.ndarray | None) -> PGPEConfig:
                 f"Known: {', '.join(PGPE_KEYS)}"
             )
     try:
-        return PGPEConfig(
-            population=int(run.body.get("population", 256)),
-            repeats=int(run.body.get("repeats", 16)),
-            sigma0=float(run.body.get("sigma0", 0.1)),
-            seed=run.seed,
-            x0=x0,
-            **settings,
-        )
+        return PGPEConfig(**common, **settings)
     except (ValueError, TypeError) as err:
         raise ConfigError(f"{run.name}: pgpe: {err}") from None
 
