@@ -14,6 +14,7 @@ from attn_policies.algorithms.dagger import (
     DAgger,
     DAggerConfig,
     Episodes,
+    _with_prev_action,
     beta_of,
     collect,
     fit_epoch,
@@ -50,6 +51,39 @@ def test_collect_mixes_as_told_and_shuffles_once_per_episode() -> None:
     np.testing.assert_array_equal(own.obs[0], led.obs[0])  # same seed, same starts
     flat = collect(student, teacher, env_fn, dataclasses.replace(CFG, shuffle_inputs=False), 0, 0)
     assert (flat.perm == np.arange(5)).all()
+
+
+def test_handover_gives_the_teacher_a_prefix_and_the_student_the_rest() -> None:
+    """With ``handover`` each teacher-driven copy plays the teacher's actions up to a step
+    drawn per copy from [0, H), then exactly the student's own (replayed here)."""
+    student, teacher = make()
+    data = collect(student, teacher, env_fn, dataclasses.replace(CFG, handover=30), 1.0, 0)
+    obs = torch.as_tensor(np.take_along_axis(data.obs, data.perm[None], axis=2))
+    actions = torch.as_tensor(data.actions)
+    state, own = None, []
+    with torch.no_grad():
+        for t in range(len(obs)):
+            if t > 0:
+                state = _with_prev_action(state, actions[t - 1])
+            out, state = student(obs[t], state)
+            own.append(out.numpy())
+    own_actions = np.stack(own)
+    alive = data.alive.astype(bool)
+    switches = []
+    for b in range(data.alive.shape[1]):
+        teacher_steps = np.isclose(data.actions[:, b, 0], data.targets[:, b, 0]) & alive[:, b]
+        switch = int(np.argmin(teacher_steps)) if not teacher_steps.all() else len(obs)
+        assert teacher_steps[:switch].all() and switch < 30
+        np.testing.assert_allclose(
+            own_actions[switch:, b][alive[switch:, b]], data.actions[switch:, b][alive[switch:, b]]
+        )
+        switches.append(switch)
+    assert len(set(switches)) > 1  # drawn per copy
+    # beta 0 copies never get the teacher, handover or not
+    plain = collect(student, teacher, env_fn, CFG, 0.0, 0)
+    handed = collect(student, teacher, env_fn, dataclasses.replace(CFG, handover=30), 0.0, 0)
+    np.testing.assert_array_equal(handed.obs[0], plain.obs[0])
+    assert not np.isclose(handed.actions[0], handed.targets[0]).any()
 
 
 def test_fit_replays_collection_exactly() -> None:
@@ -256,6 +290,8 @@ def test_bc_mode_save_and_restore_continue_bit_for_bit(tmp_path: Path) -> None:
         ("keep_rounds", True),
         ("learning_rate", 0.0),
         ("max_grad_norm", -1),
+        ("handover", -5),
+        ("handover", 2.5),
     ],
 )
 def test_bad_config_is_a_value_error(field: str, value: float) -> None:

@@ -120,6 +120,24 @@ def test_bad_teacher_is_one_config_error_and_nothing_written(
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    "value, message",
+    [(-1, r"DAggerConfig\.handover must be an int >= 0, got -1"), ("yes", r"'handover' .*")],
+)
+def test_bad_handover_is_one_config_error_and_nothing_written(
+    teacher: Path, tmp_path: Path, value: object, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message) as err:
+        zoo.train(
+            "cartpole_pi_bc",
+            budget="smoke",
+            overrides={"teacher": str(teacher), "handover": value},
+            root=tmp_path / "runs",
+        )
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "runs").exists()
+
+
 BC_MODE = {
     "beta": "teacher",
     "collect_rounds": 2,

@@ -82,6 +82,10 @@ class DAggerConfig:
         batch_episodes: trajectories per minibatch; 0: each kept round is one batch.
         prev_action_noise: std of the Gaussian noise added to the previous action the
             student is fed in training (0: none, no draws).
+        handover: 0: a copy the teacher drives, it drives to the end. ``H > 0``: it hands
+            over to the student at a step drawn uniformly from ``[0, H)``, so the student is
+            labelled on its own actions where only the teacher gets (CartPoleSwingUp: with
+            the pole already up, where a student that never balances never is).
     """
 
     n_envs: int = 64
@@ -96,6 +100,7 @@ class DAggerConfig:
     collect_rounds: int = 0
     batch_episodes: int = 0
     prev_action_noise: float = 0.0
+    handover: int = 0
 
     def __post_init__(self) -> None:
         for name in ("n_envs", "max_steps", "window", "keep_rounds"):
@@ -103,7 +108,7 @@ class DAggerConfig:
         for name in ("learning_rate", "max_grad_norm"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"DAggerConfig.{name} must be > 0, got {getattr(self, name)}")
-        for name in ("collect_rounds", "batch_episodes"):
+        for name in ("collect_rounds", "batch_episodes", "handover"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"DAggerConfig.{name} must be an int >= 0, got {value!r}")
@@ -203,7 +208,8 @@ def collect(
     beta: float,
     seed: int,
 ) -> Episodes:
-    """Play ``cfg.n_envs`` episodes, each copy following the teacher with probability ``beta``."""
+    """Play ``cfg.n_envs`` episodes, each copy following the teacher with probability ``beta``
+    (with ``cfg.handover``, up to a step drawn per copy, and the student from there on)."""
     rng = np.random.default_rng(seed)
     env = env_fn(cfg.n_envs)
     try:
@@ -216,19 +222,25 @@ def collect(
         )
         perm_t = torch.as_tensor(perm)
         use_teacher = torch.as_tensor(rng.random(b) < beta)[:, None]
-        teacher_only = bool(use_teacher.all())  # the student's actions would go unused
+        # drawn only with handover, so runs without it keep their random streams
+        switch = rng.integers(cfg.handover, size=b) if cfg.handover else None
+        # the student's actions would go unused (with handover it always takes over)
+        teacher_only = bool(use_teacher.all()) and switch is None
         alive = np.ones(b, bool)
         rows: dict[str, list[np.ndarray]] = {"obs": [], "actions": [], "targets": [], "alive": []}
         state = None
         with torch.no_grad():
-            for _ in range(cfg.max_steps):
+            for step in range(cfg.max_steps):
                 o = torch.as_tensor(obs, dtype=torch.float32)
                 target = teacher_action(teacher, o)
                 if teacher_only:
                     action = target
                 else:
                     own, state = student(torch.gather(o, 1, perm_t), state)
-                    action = torch.where(use_teacher, target, own)
+                    drive = use_teacher
+                    if switch is not None:
+                        drive = use_teacher & torch.as_tensor(step < switch)[:, None]
+                    action = torch.where(drive, target, own)
                     state = _with_prev_action(state, action)
                 for key, value in zip(rows, (o, action, target, alive.copy()), strict=True):
                     rows[key].append(np.asarray(value))

@@ -35,6 +35,8 @@ Keys besides the common ones::
                                        # all kept); each later round is one epoch over them
     batch_episodes: 0                  # trajectories per minibatch (0: a round's data at once)
     prev_action_noise: 0.0             # std of the noise on the previous action fed in training
+    handover: 0                        # H > 0: teacher-driven copies hand over to the student
+                                       # at a step drawn from [0, H)
     torch_threads: 1
     eval: {freq: 1, n_episodes: 100, final_episodes: 1000}   # freq counts rounds
 
@@ -94,6 +96,7 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "collect_rounds": (int,),
     "batch_episodes": (int,),
     "prev_action_noise": (float, int),
+    "handover": (int,),
     "torch_threads": (int,),
 }
 # What a truncated or tampered checkpoint raises (torch.load with weights_only, np.load, JSON).
@@ -128,6 +131,7 @@ def dagger_config(run: RunConfig) -> DAggerConfig:
             collect_rounds=int(body.get("collect_rounds", 0)),
             batch_episodes=int(body.get("batch_episodes", 0)),
             prev_action_noise=float(body.get("prev_action_noise", 0.0)),
+            handover=body.get("handover", 0),
         )
     except ValueError as err:
         raise ConfigError(f"{run.name}: {err}") from None

@@ -1,0 +1,100 @@
+"""E3, issue 12: where an agent's CartPoleSwingUpHarder return goes (early failures or balance).
+
+``python results/cartpole_pi/balance.py RUN [RUN ...]`` plays each run's best model (its last
+where there is no best) on the 1000 test episodes ``attn-zoo evaluate RUN --episodes 1000``
+plays (reset seeds ``eval.test_seed + i``, so the means match its output), all 1000 copies at
+once, and writes ``balance.md`` beside this script:
+
+- the share of episodes that end early (the cart leaves the track) and their mean return;
+- the mean return of the episodes that run the full 1000 steps;
+- over steps 500-999 of those full episodes, the mean ``cos θ``, the mean ``|θ'|`` and the
+  share of episodes that hold the pole up (mean ``cos θ`` above 0.95 over those steps).
+
+A pole held up has ``cos θ`` near 1 and a small ``|θ'|``; a pole kept spinning over the top
+scores about 0.8 a step with ``cos θ`` averaging about 0.6 (it is slow near the top).
+The authors' checkpoint is read from a run folder made by ``attn-zoo import`` (see the
+README); it is not part of this repository.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attn_envs.envs.cartpole_swingup import CartPoleSwingUpVectorEnv
+from zoo import runs
+from zoo.trainers import get_trainer
+
+HERE = Path(__file__).parent
+EPISODES = 1000
+STEPS = 1000
+LATE = 500
+
+
+def play(folder: str) -> dict[str, float]:
+    handle = runs.load(folder)
+    run = handle.config
+    trainer = get_trainer(run.body["algo"])
+    which = "best" if (handle.path / "best_model.pt").is_file() else "last"
+    policy = trainer.load(handle.path, run, which)
+    env = CartPoleSwingUpVectorEnv(EPISODES, harder=True, max_episode_steps=STEPS, autoreset=False)
+    obs, _ = env.reset(seed=[run.eval.test_seed + i for i in range(EPISODES)])
+    returns, alive, length = np.zeros(EPISODES), np.ones(EPISODES, bool), np.zeros(EPISODES, int)
+    late_cos, late_speed = np.zeros(EPISODES), np.zeros(EPISODES)
+    state = None
+    with torch.no_grad():
+        for t in range(STEPS):
+            action, state = policy(torch.as_tensor(obs, dtype=torch.float32), state)
+            obs, reward, terminated, truncated, _ = env.step(np.clip(action.numpy(), -1, 1))
+            returns += reward * alive
+            length += alive
+            if t >= LATE:
+                late_cos += obs[:, 2] * alive
+                late_speed += np.abs(obs[:, 4]) * alive
+            alive &= ~(terminated | truncated)
+            if not alive.any():
+                break
+    env.close()
+    full = length == STEPS
+    cos = late_cos[full] / (STEPS - LATE)
+    return {
+        "mean": returns.mean(),
+        "early": 1 - full.mean(),
+        "early_return": returns[~full].mean(),
+        "full_return": returns[full].mean(),
+        "late_cos": cos.mean(),
+        "late_speed": (late_speed[full] / (STEPS - LATE)).mean(),
+        "held_up": (cos > 0.95).mean(),
+    }
+
+
+def main(folders: list[str]) -> None:
+    torch.set_num_threads(1)
+    lines = [
+        f"# Where the return goes ({EPISODES} test episodes each; late = steps {LATE}-{STEPS - 1}"
+        " of the full episodes)",
+        "",
+        f"`python results/cartpole_pi/balance.py {' '.join(folders)}`",
+        "",
+        "| run | mean return | ended early | their mean | full episodes' mean | late cos θ "
+        "| late abs(θ') | pole held up |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for folder in folders:
+        r = play(folder)
+        lines.append(
+            f"| `{folder}` | {r['mean']:.1f} | {r['early']:.1%} | {r['early_return']:.1f} "
+            f"| {r['full_return']:.1f} | {r['late_cos']:.3f} | {r['late_speed']:.2f} "
+            f"| {r['held_up']:.1%} |"
+        )
+        print(lines[-1], flush=True)
+    (HERE / "balance.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: python results/cartpole_pi/balance.py RUN [RUN ...]")
+    main(sys.argv[1:])
