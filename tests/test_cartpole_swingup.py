@@ -63,12 +63,15 @@ def make_easy() -> gym.Env:
 
 
 make_harder = partial(CartPoleSwingUpEnv, harder=True)
+make_upright = partial(CartPoleSwingUpEnv, upright=True)
 
 
 # --- (h) contract ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("make_env", [make_easy, make_harder], ids=["easy", "harder"])
+@pytest.mark.parametrize(
+    "make_env", [make_easy, make_harder, make_upright], ids=["easy", "harder", "upright"]
+)
 def test_env_contract(make_env) -> None:
     assert_env_contract(make_env)
 
@@ -293,6 +296,29 @@ def test_easy_reset_is_gaussian_around_hanging(starts_fn) -> None:
     starts = starts_fn(harder=False)
     np.testing.assert_allclose(starts.mean(axis=0), REST, atol=0.02)
     np.testing.assert_allclose(starts.std(axis=0), 0.2, atol=0.01)
+
+
+@pytest.mark.parametrize("harder", [False, True])
+def test_upright_reset_is_the_same_draws_around_the_pole_up(harder: bool) -> None:
+    """``upright`` moves the centre from θ = π to θ = 0 and nothing else: same draws, and
+    the single env, the vector env and seeded lists agree."""
+    down = _vector_starts(harder)
+    venv = CartPoleSwingUpVectorEnv(2000, harder=harder, upright=True)
+    venv.reset(seed=123)
+    up = venv.state
+    np.testing.assert_allclose(up - down, np.tile([0.0, 0.0, -np.pi, 0.0], (2000, 1)), atol=1e-12)
+    env = CartPoleSwingUpEnv(harder=harder, upright=True)
+    np.testing.assert_array_equal(env.reset(seed=7)[0], venv.reset(seed=7)[0][0])
+    listed = CartPoleSwingUpVectorEnv(3, harder=harder, upright=True)
+    np.testing.assert_array_equal(listed.reset(seed=[7, 8, 9])[0][0], env.reset(seed=7)[0])
+    assert listed.reset(seed=[7, 8, 9])[0][:, 2].mean() > 0  # cos θ: the pole is up
+
+
+def test_upright_start_pays_about_one_a_step() -> None:
+    env = CartPoleSwingUpEnv(upright=True)
+    obs, _ = env.reset(seed=0)
+    assert obs[2] > 0.9  # within 0.2 std of upright
+    assert env.step(np.zeros(1, np.float32))[1] > 0.9
 
 
 # --- (d) seeding -------------------------------------------------------------------------------

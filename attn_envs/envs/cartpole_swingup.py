@@ -71,6 +71,7 @@ X_THRESHOLD = 2.4
 _TOTAL_M = MASS_CART + MASS_POLE
 _M_P_L = MASS_POLE * POLE_LENGTH
 _REST = np.array([0.0, 0.0, np.pi, 0.0])
+_UP = np.zeros(4)  # the pole up: a balancing task (``upright``) for curricula
 _HARDER_SPAN = np.array([X_THRESHOLD, 10.0, np.pi / 2.0, 10.0])
 _EASY_STD = 0.2
 
@@ -147,20 +148,28 @@ def swingup_observation(state: FloatArray) -> NDArray[np.float32]:
     return obs.astype(np.float32)
 
 
-def sample_initial_states(rng: np.random.Generator, n: int, harder: bool) -> FloatArray:
+def sample_initial_states(
+    rng: np.random.Generator, n: int, harder: bool, upright: bool = False
+) -> FloatArray:
     """Draw ``n`` initial states, one per ROW, shape ``(n, 4)``.
 
     Easy: ``N([0, 0, π, 0], 0.2)``. Harder: ``[0, 0, π, 0] + U(-1, 1)·[2.4, 10, π/2, 10]``.
-    Row ``i`` uses draws ``4i … 4i+3``, so the first copy of a batch seeded like a single env
-    starts where that single env starts.
+    ``upright`` centres either on the pole up (θ = 0) instead of hanging (θ = π), with the
+    same draws. Row ``i`` uses draws ``4i … 4i+3``, so the first copy of a batch seeded like a
+    single env starts where that single env starts.
 
     Example:
         >>> sample_initial_states(np.random.default_rng(0), 3, harder=True).shape
         (3, 4)
+        >>> up = sample_initial_states(np.random.default_rng(0), 3, False, upright=True)
+        >>> down = sample_initial_states(np.random.default_rng(0), 3, False)
+        >>> bool(np.allclose(down[:, 2] - up[:, 2], np.pi))
+        True
     """
+    centre = _UP if upright else _REST
     if harder:
-        return _REST + rng.uniform(-1.0, 1.0, size=(n, 4)) * _HARDER_SPAN
-    return _REST + rng.standard_normal(size=(n, 4)) * _EASY_STD
+        return centre + rng.uniform(-1.0, 1.0, size=(n, 4)) * _HARDER_SPAN
+    return centre + rng.standard_normal(size=(n, 4)) * _EASY_STD
 
 
 def _single_observation_space() -> spaces.Box:
@@ -236,6 +245,8 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         harder: ``CartPoleSwingUpHarder`` reset (uniform box) instead of ``N([0,0,π,0], 0.2)``.
         max_episode_steps: Steps after which the episode is truncated (1000 in E3).
         render_mode: ``None`` or ``"rgb_array"`` (600x400 frames from :func:`render_frame`).
+        upright: start around the pole up (θ = 0) instead of hanging (θ = π), with the same
+            spread: a balancing task, e.g. the first stage of a curriculum.
 
     Attributes:
         state: The float64 state ``[x, x_dot, theta, theta_dot]``, ``None`` before ``reset``.
@@ -254,14 +265,18 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
     metadata = {"render_modes": ["rgb_array"], "render_fps": round(1 / DT)}
 
     def __init__(
-        self, harder: bool = False, max_episode_steps: int = 1000, render_mode: str | None = None
+        self,
+        harder: bool = False,
+        max_episode_steps: int = 1000,
+        render_mode: str | None = None,
+        upright: bool = False,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode must be None or one of {self.metadata['render_modes']}, "
                 f"got {render_mode!r}"
             )
-        self.harder = bool(harder)
+        self.harder, self.upright = bool(harder), bool(upright)
         self.max_episode_steps = require_int(max_episode_steps, "max_episode_steps")
         self.render_mode = render_mode
         self.observation_space = _single_observation_space()
@@ -275,7 +290,7 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         super().reset(seed=seed)
         state = _state_option(options, (4,))
         if state is None:
-            state = sample_initial_states(self.np_random, 1, self.harder)[0]
+            state = sample_initial_states(self.np_random, 1, self.harder, self.upright)[0]
         self.state = state
         self.steps = 0
         return swingup_observation(self.state), {}
@@ -330,6 +345,7 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         harder: Use the Harder reset distribution.
         max_episode_steps: Truncation step of every copy.
         autoreset: NEXT_STEP autoreset if True, freeze finished copies if False.
+        upright: Start around the pole up, as :class:`CartPoleSwingUpEnv`.
 
     Attributes:
         done: Bool mask ``(B,)`` of copies that ended and were not reset yet.
@@ -353,9 +369,10 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         harder: bool = False,
         max_episode_steps: int = 1000,
         autoreset: bool = True,
+        upright: bool = False,
     ) -> None:
         self.num_envs = require_int(num_envs, "num_envs")
-        self.harder = bool(harder)
+        self.harder, self.upright = bool(harder), bool(upright)
         self.max_episode_steps = require_int(max_episode_steps, "max_episode_steps")
         self.autoreset = bool(autoreset)
         mode = AutoresetMode.NEXT_STEP if self.autoreset else AutoresetMode.DISABLED
@@ -397,12 +414,17 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
             self._state = np.empty((4, self.num_envs), dtype=np.float64)
         idx = np.flatnonzero(mask)
         if given is None and seeds is None:
-            self._state[:, idx] = sample_initial_states(self.np_random, idx.size, self.harder).T
+            self._state[:, idx] = sample_initial_states(
+                self.np_random, idx.size, self.harder, self.upright
+            ).T
         elif given is None:
             # ES evaluators give many copies the same seed: draw once per distinct seed.
             unique, inverse = np.unique(seeds[idx], return_inverse=True)
             drawn = np.stack(
-                [sample_initial_states(np_random(int(s))[0], 1, self.harder)[0] for s in unique]
+                [
+                    sample_initial_states(np_random(int(s))[0], 1, self.harder, self.upright)[0]
+                    for s in unique
+                ]
             )
             self._state[:, idx] = drawn[inverse].T
         else:
@@ -451,7 +473,9 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         if self.autoreset:
             idx = np.flatnonzero(ended)
             if idx.size:
-                state[:, idx] = sample_initial_states(self.np_random, idx.size, self.harder).T
+                state[:, idx] = sample_initial_states(
+                    self.np_random, idx.size, self.harder, self.upright
+                ).T
                 self.steps[idx] = 0
             self.done = terminations | truncations
         else:

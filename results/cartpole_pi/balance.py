@@ -14,6 +14,9 @@ A pole held up has ``cos θ`` near 1 and a small ``|θ'|``; a pole kept spinning
 scores about 0.8 a step with ``cos θ`` averaging about 0.6 (it is slow near the top).
 The authors' checkpoint is read from a run folder made by ``attn-zoo import`` (see the
 README); it is not part of this repository.
+
+``--upright`` plays the balancing task instead (``CartPoleSwingUpEnv(upright=True)``: starts
+``N(0, 0.2)`` around the pole up) and writes ``balance_upright.md``.
 """
 
 from __future__ import annotations
@@ -34,13 +37,15 @@ STEPS = 1000
 LATE = 500
 
 
-def play(folder: str) -> dict[str, float]:
+def play(folder: str, upright: bool = False) -> dict[str, float]:
     handle = runs.load(folder)
     run = handle.config
     trainer = get_trainer(run.body["algo"])
     which = "best" if (handle.path / "best_model.pt").is_file() else "last"
     policy = trainer.load(handle.path, run, which)
-    env = CartPoleSwingUpVectorEnv(EPISODES, harder=True, max_episode_steps=STEPS, autoreset=False)
+    env = CartPoleSwingUpVectorEnv(
+        EPISODES, harder=not upright, max_episode_steps=STEPS, autoreset=False, upright=upright
+    )
     obs, _ = env.reset(seed=[run.eval.test_seed + i for i in range(EPISODES)])
     returns, alive, length = np.zeros(EPISODES), np.ones(EPISODES, bool), np.zeros(EPISODES, int)
     late_cos, late_speed = np.zeros(EPISODES), np.zeros(EPISODES)
@@ -63,7 +68,7 @@ def play(folder: str) -> dict[str, float]:
     return {
         "mean": returns.mean(),
         "early": 1 - full.mean(),
-        "early_return": returns[~full].mean(),
+        "early_return": returns[~full].mean() if (~full).any() else float("nan"),
         "full_return": returns[full].mean(),
         "late_cos": cos.mean(),
         "late_speed": (late_speed[full] / (STEPS - LATE)).mean(),
@@ -71,30 +76,40 @@ def play(folder: str) -> dict[str, float]:
     }
 
 
-def main(folders: list[str]) -> None:
+def _num(x: float) -> str:
+    return "-" if np.isnan(x) else f"{x:.1f}"
+
+
+def main(folders: list[str], upright: bool = False) -> None:
     torch.set_num_threads(1)
+    task = "the balancing task (upright starts)" if upright else "CartPoleSwingUpHarder"
+    flag = "--upright " if upright else ""
     lines = [
-        f"# Where the return goes ({EPISODES} test episodes each; late = steps {LATE}-{STEPS - 1}"
-        " of the full episodes)",
+        f"# Where the return goes on {task} ({EPISODES} test episodes each; late = steps "
+        f"{LATE}-{STEPS - 1} of the full episodes)",
         "",
-        f"`python results/cartpole_pi/balance.py {' '.join(folders)}`",
+        f"`python results/cartpole_pi/balance.py {flag}{' '.join(folders)}`",
         "",
         "| run | mean return | ended early | their mean | full episodes' mean | late cos θ "
         "| late abs(θ') | pole held up |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for folder in folders:
-        r = play(folder)
+        r = play(folder, upright)
         lines.append(
-            f"| `{folder}` | {r['mean']:.1f} | {r['early']:.1%} | {r['early_return']:.1f} "
+            f"| `{folder}` | {r['mean']:.1f} | {r['early']:.1%} | {_num(r['early_return'])} "
             f"| {r['full_return']:.1f} | {r['late_cos']:.3f} | {r['late_speed']:.2f} "
             f"| {r['held_up']:.1%} |"
         )
         print(lines[-1], flush=True)
-    (HERE / "balance.md").write_text("\n".join(lines) + "\n")
+    name = "balance_upright.md" if upright else "balance.md"
+    (HERE / name).write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit("usage: python results/cartpole_pi/balance.py RUN [RUN ...]")
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    upright = "--upright" in args
+    folders = [a for a in args if a != "--upright"]
+    if not folders:
+        sys.exit("usage: python results/cartpole_pi/balance.py [--upright] RUN [RUN ...]")
+    main(folders, upright)
