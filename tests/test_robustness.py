@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 from _zoo import trained
 from matplotlib import pyplot as plt
 
 import zoo
-from zoo import factory
+from zoo import factory, robustness
 from zoo.config import ConfigError
 from zoo.robustness import (
     _prepare,
@@ -183,6 +185,7 @@ def test_robustness_sweep_writes_into_the_run_folder(pi_run: zoo.Run) -> None:
     rows = zoo.robustness_sweep(pi_run.path, "reshuffle=3", n_episodes=2, seed=5)
     folder = pi_run.path / "robustness"
     assert sorted(p.name for p in folder.iterdir()) == [
+        "cells",
         "reshuffle.csv",
         "reshuffle.md",
         "reshuffle.png",
@@ -194,6 +197,64 @@ def test_robustness_sweep_writes_into_the_run_folder(pi_run: zoo.Run) -> None:
     # zoo.config.require_int's wording of the old ">= 1"
     with pytest.raises(ConfigError, match="must be a positive integer, got 0"):
         run_sweep([pi_run], "shuffle", n_episodes=0)
+
+
+def count_cells_played(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record the episodes of every cell the sweep plays (rather than reads back)."""
+    played: list[int] = []
+    real = robustness.get_trainer
+
+    def counting(algo: str) -> object:
+        trainer = real(algo)
+        episode_returns = trainer.episode_returns
+
+        def counted(*args: object, **kwargs: object) -> object:
+            played.append(int(kwargs["n_episodes"]))
+            return episode_returns(*args, **kwargs)
+
+        trainer.episode_returns = counted
+        return trainer
+
+    monkeypatch.setattr(robustness, "get_trainer", counting)
+    return played
+
+
+def test_finished_cells_are_kept_and_a_rerun_plays_only_the_missing_ones(
+    pi_run: zoo.Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    played = count_cells_played(monkeypatch)
+    out = tmp_path / "tables"
+
+    def sweep(run: object = pi_run.path, n: int = 2, **kw: object) -> list[dict]:
+        return zoo.robustness_sweep(run, "reshuffle=3,4", n_episodes=n, seed=5, out=out, **kw)
+
+    first = sweep()
+    cells = out / "cells" / "reshuffle"
+    assert played == [2, 2] and len(list(cells.glob("*.json"))) == 2
+    again = sweep()
+    assert played == [2, 2] and again == first  # read back, nothing played
+    sorted(cells.glob("*.json"))[0].unlink()  # a sweep killed before its last cell
+    assert sweep() == first and played == [2, 2, 2]
+    sorted(cells.glob("*.json"))[0].write_text("{not json")  # a torn or foreign file
+    assert sweep() == first and played == [2, 2, 2, 2]
+    sweep(n=3)  # other episodes, other cells
+    assert played == [2, 2, 2, 2, 3, 3]
+    sweep(fresh=True)
+    assert played == [2, 2, 2, 2, 3, 3, 2, 2]
+    # a copy of the run (same files) reuses the cells under its own name ...
+    copy = tmp_path / "copy"
+    shutil.copytree(pi_run.path, copy, ignore=shutil.ignore_patterns("robustness"))
+    rows = sweep(copy)
+    assert len(played) == 8 and {r["run"] for r in rows} == {str(copy)}
+    assert [r["mean_reward"] for r in rows] == [r["mean_reward"] for r in first]
+    # ... until its model changes
+    model = copy / "best_model.pt"
+    weights = torch.load(model, weights_only=True)
+    name = next(iter(weights))
+    weights[name] = weights[name] + 0.5
+    torch.save(weights, model)
+    sweep(copy)
+    assert played[8:] == [2, 2]
 
 
 def test_perturbations_the_env_cannot_take_are_refused(tmp_path: Path) -> None:

@@ -281,6 +281,7 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
             which=args.which,
             rescale=rescale,
             out=out,
+            fresh=args.fresh,
         )
         print(markdown(rows))
         for suffix in ("csv", "md", "png"):
@@ -414,6 +415,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="test seed (default eval.test_seed)")
     p.add_argument("--which", default="best", choices=["best", "last"])
     p.add_argument("--out", help="folder for the tables (default RUN/robustness)")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="play every cell again, not reusing the finished cells kept in OUT/cells",
+    )
     p.add_argument("--no-rescale", action="store_true", help="keep the output scale at 1")
     p.set_defaults(func=_cmd_robustness)
 

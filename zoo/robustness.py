@@ -26,6 +26,13 @@ take (an FNN given 10 inputs) is reported as ``n/a`` with the reason, not as an 
 The CSV, Markdown and PNG tables are :mod:`zoo.robustness_tables`' (its ``markdown`` and
 ``write_table`` are importable from here too).
 
+Long sweeps resume: :func:`robustness_sweep` keeps each finished cell in
+``<out>/cells/<sweep>/<key>.json`` (JSON only), where the key is a hash of everything the
+cell depends on that lives in files (the model and ``config.yml`` bytes, the condition, the
+episodes, seed, ``which`` and ``rescale``); a rerun reuses the cells whose key matches and
+plays only the rest. ``fresh=True`` (``attn-zoo robustness --fresh``) plays every cell again,
+e.g. after a code change that alters the env or the agent.
+
 Example:
     >>> [c.label for c in parse_sweep("reshuffle=25,50").conditions]
     ['reshuffle every 25', 'reshuffle every 50']
@@ -34,7 +41,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +53,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from attn_policies.atomic import atomic_write
 from zoo import factory
 from zoo.config import ConfigError, RunConfig, nearest, require_int
 from zoo.robustness_tables import markdown, write_table
@@ -312,6 +322,8 @@ def run_sweep(
     seed: int | None = None,
     which: str = "best",
     rescale: bool = True,
+    cache: str | Path | None = None,
+    fresh: bool = False,
 ) -> list[dict[str, Any]]:
     """One row per (run, condition): mean and std of the return over the test episodes.
 
@@ -327,6 +339,8 @@ def run_sweep(
         which: ``"best"`` or ``"last"`` model.
         rescale: with duplicated / noise channels, pass ``output_scale`` = original / new
             number of inputs to the policy (seed 001's x0.5); False keeps it at 1.
+        cache: folder of finished cells (see the module docstring); None: keep none.
+        fresh: play every cell even where ``cache`` holds it (and replace it there).
 
     Returns:
         Rows with ``run``, ``experiment``, ``condition``, ``value``, ``train_ratio``,
@@ -357,7 +371,16 @@ def run_sweep(
         trainer = get_trainer(run.algo)
         n = int(n_episodes or run.eval.final_episodes)
         test_seed = run.eval.test_seed if seed is None else int(seed)
+        files = _digests(handle, trainer, which) if cache is not None else {}
         for condition in sweep.conditions:
+            cell = None
+            if cache is not None:
+                key = _cell_key(files, condition, n, test_seed, which, rescale)
+                cell = Path(cache) / sweep.name / f"{key[:24]}.json"
+                kept = None if fresh else _read_cell(cell, key)
+                if kept is not None:
+                    rows.append({**kept, "run": str(handle.path), "experiment": label})
+                    continue
             row: dict[str, Any] = {
                 "run": str(handle.path),
                 "experiment": label,
@@ -393,7 +416,55 @@ def run_sweep(
                 if policy_kwargs:
                     row["note"] = ", ".join(f"{k}={v:g}" for k, v in policy_kwargs.items())
             rows.append(row)
+            if cell is not None:
+                cell.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(cell, json.dumps({"key": key, "row": row}, indent=1, default=str))
     return rows
+
+
+def _digests(handle: Run, trainer: Any, which: str) -> dict[str, str]:
+    """sha256 of the files a cell's result depends on: the model (and its normalisation
+    statistics) and ``config.yml``."""
+    found = trainer.model_file(handle.path, which)
+    paths = [Path(f) for f in (found if isinstance(found, tuple) else (found,))]
+    paths.append(handle.path / "config.yml")
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "absent"
+        for p in paths
+    }
+
+
+def _cell_key(
+    files: dict[str, str], condition: Condition, n: int, seed: int, which: str, rescale: bool
+) -> str:
+    spec = {
+        "files": files,
+        "condition": dataclasses.asdict(condition),
+        "n_episodes": n,
+        "seed": seed,
+        "which": which,
+        "rescale": rescale,
+    }
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+
+
+CELL_FIELDS = ("condition", "value", "train_ratio", "mean_reward", "std_reward", "n_episodes")
+
+
+def _read_cell(path: Path, key: str) -> dict[str, Any] | None:
+    """The row kept in ``path`` for ``key``; None if absent, unreadable or for another key."""
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(kept, dict) or kept.get("key") != key:
+        return None
+    row = kept.get("row")
+    if not isinstance(row, dict):
+        return None
+    if not all(f in row for f in CELL_FIELDS):
+        return None
+    return row
 
 
 def robustness_sweep(
@@ -405,11 +476,13 @@ def robustness_sweep(
     which: str = "best",
     rescale: bool = True,
     out: str | Path | None = None,
+    fresh: bool = False,
 ) -> list[dict[str, Any]]:
-    """:func:`run_sweep`, then the tables ``<out>/<sweep>.csv``, ``.md`` and ``.png``.
+    """:func:`run_sweep`, then the tables ``<out>/<sweep>.csv``, ``.md`` and ``.png``; each
+    finished cell is kept in ``<out>/cells/`` as it completes, so a killed sweep resumes.
 
     Args:
-        runs, sweep, n_episodes, seed, which, rescale: as in :func:`run_sweep`.
+        runs, sweep, n_episodes, seed, which, rescale, fresh: as in :func:`run_sweep`.
         out: folder for the tables; default ``<first run>/robustness``.
 
     Returns:
@@ -417,6 +490,9 @@ def robustness_sweep(
     """
     handles = _handles(runs)
     sweep = parse_sweep(sweep) if isinstance(sweep, str) else sweep
-    rows = run_sweep(handles, sweep, n_episodes, seed, which, rescale)
-    write_table(rows, sweep.name, Path(out) if out else handles[0].path / "robustness")
+    folder = Path(out) if out else handles[0].path / "robustness"
+    rows = run_sweep(
+        handles, sweep, n_episodes, seed, which, rescale, cache=folder / "cells", fresh=fresh
+    )
+    write_table(rows, sweep.name, folder)
     return rows
