@@ -19,8 +19,12 @@ beside this file)::
         --out results/puzzle_pong/robustness
     attn-zoo robustness results/puzzle_pong/0.0/* --sweep reshuffle=25,50,100,200,500 \
         --episodes 20 --out results/puzzle_pong/robustness
-    attn-zoo robustness results/puzzle_pong/0.*/* --episodes 20 \
+    attn-zoo robustness results/puzzle_pong/0.[0-9]/* --episodes 20 \
         --sweep occlusion=0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9 --out results/puzzle_pong/robustness
+
+(``0.[0-9]`` leaves out the other 0.0 students, ``0.0-ce`` and the like.) The sweep keeps each
+finished cell in ``robustness/cells/``, so the rows can be run one student at a time, in any
+order and across sessions; the last command over all students then only reads them back.
 
 ``python results/puzzle_pong/summary.py`` then writes ``summary.md`` (each table with the
 article's row beside ours; a table whose sweep has not run yet says so) and ``heatmap.png``
