@@ -224,10 +224,17 @@ def test_robustness_writes_tables_and_refuses_what_the_env_cannot_take(
     assert main([*argv, "--episodes", "2", "--seed", "3", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     names = ["reshuffle.csv", "reshuffle.md", "reshuffle.png", "shuffle.csv", "shuffle.md"]
-    assert sorted(p.name for p in out.iterdir()) == [*names, "shuffle.png"]
+    assert sorted(p.name for p in out.iterdir()) == ["cells", *names, "shuffle.png"]
+    assert len(list((out / "cells").glob("*/*.json"))) == 4  # one per finished cell
     assert (out / "shuffle.md").read_text() in printed  # the table, then the file paths
     assert printed.splitlines()[-1] == str(out / "reshuffle.png")
     assert "| agent | reshuffle every 2 | reshuffle every 5 |" in printed
+    # read back, or played again with --fresh: the same episodes, the same tables
+    table = (out / "reshuffle.md").read_text()
+    for again in ([], ["--fresh"]):
+        assert main([*argv, "--episodes", "2", "--seed", "3", "--out", str(out), *again]) == 0
+        capsys.readouterr()
+        assert (out / "reshuffle.md").read_text() == table
     # Spec errors and perturbations the env refuses exit 2 before any episode or file.
     assert main(["robustness", str(folder), "--sweep", "shuffle", "--sweep", "shufle"]) == 2
     assert "Did you mean 'shuffle'" in capsys.readouterr().err
