@@ -386,6 +386,9 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         self.steps = np.zeros(self.num_envs, dtype=np.int64)
         self.done = np.zeros(self.num_envs, dtype=np.bool_)
 
+    def _starts(self, rng: np.random.Generator, n: int) -> FloatArray:
+        return sample_initial_states(rng, n, self.harder, self.upright)
+
     @property
     def state(self) -> FloatArray | None:
         """Copy of the float64 states, shape ``(B, 4)``; ``None`` before ``reset``."""
@@ -414,18 +417,11 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
             self._state = np.empty((4, self.num_envs), dtype=np.float64)
         idx = np.flatnonzero(mask)
         if given is None and seeds is None:
-            self._state[:, idx] = sample_initial_states(
-                self.np_random, idx.size, self.harder, self.upright
-            ).T
+            self._state[:, idx] = self._starts(self.np_random, idx.size).T
         elif given is None:
             # ES evaluators give many copies the same seed: draw once per distinct seed.
             unique, inverse = np.unique(seeds[idx], return_inverse=True)
-            drawn = np.stack(
-                [
-                    sample_initial_states(np_random(int(s))[0], 1, self.harder, self.upright)[0]
-                    for s in unique
-                ]
-            )
+            drawn = np.stack([self._starts(np_random(int(s))[0], 1)[0] for s in unique])
             self._state[:, idx] = drawn[inverse].T
         else:
             self._state[:, idx] = given[idx].T
@@ -473,9 +469,7 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         if self.autoreset:
             idx = np.flatnonzero(ended)
             if idx.size:
-                state[:, idx] = sample_initial_states(
-                    self.np_random, idx.size, self.harder, self.upright
-                ).T
+                state[:, idx] = self._starts(self.np_random, idx.size).T
                 self.steps[idx] = 0
             self.done = terminations | truncations
         else:
