@@ -7,6 +7,12 @@ the teacher drives each copy up to a step drawn from [0, 1000) and the student d
 live step, split by ``cos θ > 0.9`` (the pole up) or not: sign agreement, MSE and correlation.
 A student that is to hold an unstable pole up needs the sign of the teacher's push nearly
 everywhere near the top.
+
+``--fit EPOCHS`` then asks whether the student can fit it at all: it collects 128 more such
+episodes (seed 1), trains the student on them for EPOCHS passes (the run's truncated-BPTT
+loss, minibatches of 32 episodes, Adam 1e-3) and prints the agreement with the pole up on
+those training episodes and on the 64 held-out ones every 10 passes. Train and held-out
+rising together and slowly means the clone underfits rather than overfits.
 """
 
 from __future__ import annotations
@@ -17,30 +23,44 @@ import sys
 import numpy as np
 import torch
 
-from attn_policies.algorithms.dagger import _with_prev_action, collect
+from attn_policies.algorithms.dagger import Episodes, _with_prev_action, collect, fit_epoch
 from zoo import runs
 from zoo.trainers import cmaes_trainer, get_trainer
 from zoo.trainers.dagger_trainer import dagger_config, load_teacher
 
 
-def main(folder: str) -> None:
-    torch.set_num_threads(1)
-    handle = runs.load(folder)
-    run = handle.config
-    student = get_trainer("dagger").load(handle.path, run, "last")
-    cfg = dataclasses.replace(dagger_config(run), n_envs=64, max_steps=1000, handover=1000)
-    spec = cmaes_trainer.rollout_spec(run)
-    data = collect(student, load_teacher(run), spec.make_vector_env, cfg, beta=1.0, seed=12345)
+def own_actions(student: torch.nn.Module, data: Episodes) -> np.ndarray:
+    """The student's output at every step of ``data``, its state carried as in collection."""
     obs = torch.as_tensor(np.take_along_axis(data.obs, data.perm[None], axis=2))
     played = torch.as_tensor(data.actions)
     state, own = None, []
-    with torch.no_grad():  # the student's own output at every step, carried as in collection
+    with torch.no_grad():
         for t in range(len(obs)):
             if t:
                 state = _with_prev_action(state, played[t - 1])
             out, state = student(obs[t], state)
             own.append(out[:, 0].numpy())
-    pred, target = np.stack(own), data.targets[..., 0]
+    return np.stack(own)
+
+
+def agreement(student: torch.nn.Module, data: Episodes, up: bool = True) -> tuple[float, float]:
+    """Sign agreement and MSE with the teacher on the live steps with the pole up (or not)."""
+    pred, target = own_actions(student, data), data.targets[..., 0]
+    mask = data.alive.astype(bool) & ((data.obs[..., 2] > 0.9) == up)
+    p, q = pred[mask], target[mask]
+    return float((np.sign(p) == np.sign(q)).mean()), float(((p - q) ** 2).mean())
+
+
+def main(folder: str, fit_epochs: int = 0) -> None:
+    torch.set_num_threads(1)
+    handle = runs.load(folder)
+    run = handle.config
+    student = get_trainer("dagger").load(handle.path, run, "last")
+    teacher = load_teacher(run)
+    cfg = dataclasses.replace(dagger_config(run), n_envs=64, max_steps=1000, handover=1000)
+    make_env = cmaes_trainer.rollout_spec(run).make_vector_env
+    data = collect(student, teacher, make_env, cfg, beta=1.0, seed=12345)
+    pred, target = own_actions(student, data), data.targets[..., 0]
     alive = data.alive.astype(bool)
     up = data.obs[..., 2] > 0.9
     print(f"{folder}: {int(alive.sum())} live steps of 64 handover episodes")
@@ -50,9 +70,30 @@ def main(folder: str) -> None:
             f"  {name}: {mask.sum()} steps, sign agreement {(np.sign(p) == np.sign(q)).mean():.1%}"
             f", MSE {((p - q) ** 2).mean():.3f}, correlation {np.corrcoef(p, q)[0, 1]:.3f}"
         )
+    if not fit_epochs:
+        return
+    train_cfg = dataclasses.replace(cfg, n_envs=128, batch_episodes=32)
+    train = collect(student, teacher, make_env, train_cfg, beta=1.0, seed=1)
+    optimizer = torch.optim.Adam(student.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(0)
+    for epoch in range(1, fit_epochs + 1):
+        student.train()
+        fit_epoch(student, optimizer, train, train_cfg, generator)
+        student.eval()
+        if epoch % 10 == 0 or epoch == fit_epochs:
+            (a, m), (b, n) = agreement(student, train), agreement(student, data)
+            print(
+                f"  pass {epoch}: pole up, training episodes {a:.1%} (MSE {m:.3f}), "
+                f"held out {b:.1%} (MSE {n:.3f})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python results/cartpole_pi/upright_fit.py RUN")
-    main(sys.argv[1])
+    args = sys.argv[1:]
+    epochs = 0
+    if len(args) == 3 and args[1] == "--fit" and args[2].isdigit():
+        args, epochs = args[:1], int(args[2])
+    if len(args) != 1:
+        sys.exit("usage: python results/cartpole_pi/upright_fit.py RUN [--fit EPOCHS]")
+    main(args[0], epochs)
