@@ -41,8 +41,7 @@ def play(folder: str, upright: bool = False) -> dict[str, float]:
     handle = runs.load(folder)
     run = handle.config
     trainer = get_trainer(run.body["algo"])
-    which = "best" if (handle.path / "best_model.pt").is_file() else "last"
-    policy = trainer.load(handle.path, run, which)
+    policy = trainer.load(handle.path, run, "best")  # model.pt where no test kept a best
     env = CartPoleSwingUpVectorEnv(
         EPISODES, harder=not upright, max_episode_steps=STEPS, autoreset=False, upright=upright
     )

@@ -43,12 +43,18 @@ def own_actions(student: torch.nn.Module, data: Episodes) -> np.ndarray:
     return np.stack(own)
 
 
-def agreement(student: torch.nn.Module, data: Episodes, up: bool = True) -> tuple[float, float]:
-    """Sign agreement and MSE with the teacher on the live steps with the pole up (or not)."""
+def agreement(student: torch.nn.Module, data: Episodes, up: bool = True) -> dict[str, float]:
+    """How the student's actions match the teacher's on the live steps with the pole up (or
+    not): steps, sign agreement, MSE and correlation."""
     pred, target = own_actions(student, data), data.targets[..., 0]
     mask = data.alive.astype(bool) & ((data.obs[..., 2] > 0.9) == up)
     p, q = pred[mask], target[mask]
-    return float((np.sign(p) == np.sign(q)).mean()), float(((p - q) ** 2).mean())
+    return {
+        "steps": int(mask.sum()),
+        "sign": float((np.sign(p) == np.sign(q)).mean()),
+        "mse": float(((p - q) ** 2).mean()),
+        "corr": float(np.corrcoef(p, q)[0, 1]),
+    }
 
 
 def main(folder: str, fit_epochs: int = 0) -> None:
@@ -60,15 +66,12 @@ def main(folder: str, fit_epochs: int = 0) -> None:
     cfg = dataclasses.replace(dagger_config(run), n_envs=64, max_steps=1000, handover=1000)
     make_env = cmaes_trainer.rollout_spec(run).make_vector_env
     data = collect(student, teacher, make_env, cfg, beta=1.0, seed=12345)
-    pred, target = own_actions(student, data), data.targets[..., 0]
-    alive = data.alive.astype(bool)
-    up = data.obs[..., 2] > 0.9
-    print(f"{folder}: {int(alive.sum())} live steps of 64 handover episodes")
-    for name, mask in (("pole up (cos θ > 0.9)", alive & up), ("elsewhere", alive & ~up)):
-        p, q = pred[mask], target[mask]
+    print(f"{folder}: {int(data.alive.sum())} live steps of 64 handover episodes")
+    for name, up in (("pole up (cos θ > 0.9)", True), ("elsewhere", False)):
+        r = agreement(student, data, up)
         print(
-            f"  {name}: {mask.sum()} steps, sign agreement {(np.sign(p) == np.sign(q)).mean():.1%}"
-            f", MSE {((p - q) ** 2).mean():.3f}, correlation {np.corrcoef(p, q)[0, 1]:.3f}"
+            f"  {name}: {r['steps']} steps, sign agreement {r['sign']:.1%}, "
+            f"MSE {r['mse']:.3f}, correlation {r['corr']:.3f}"
         )
     if not fit_epochs:
         return
@@ -81,10 +84,10 @@ def main(folder: str, fit_epochs: int = 0) -> None:
         fit_epoch(student, optimizer, train, train_cfg, generator)
         student.eval()
         if epoch % 10 == 0 or epoch == fit_epochs:
-            (a, m), (b, n) = agreement(student, train), agreement(student, data)
+            seen, held = agreement(student, train), agreement(student, data)
             print(
-                f"  pass {epoch}: pole up, training episodes {a:.1%} (MSE {m:.3f}), "
-                f"held out {b:.1%} (MSE {n:.3f})",
+                f"  pass {epoch}: pole up, training episodes {seen['sign']:.1%} "
+                f"(MSE {seen['mse']:.3f}), held out {held['sign']:.1%} (MSE {held['mse']:.3f})",
                 flush=True,
             )
 
