@@ -304,6 +304,19 @@ def test_probe_turns_misfits_into_config_errors(
         SB3Trainer().probe(run)
 
 
+def test_probe_is_quiet_about_its_own_single_env_batch(tmp_path: Path) -> None:
+    # 8 envs x 32 steps fill batches of 64; the probe's single env (32 steps) would not.
+    run = run_of(tmp_path, {**PPO_BASE, "n_envs": 8, "batch_size": 64})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        SB3Trainer().probe(run)
+    assert not [w for w in caught if "mini-batch size" in str(w.message)]
+    venv = make_vec_env(run, n_envs=1)
+    with pytest.warns(UserWarning, match="mini-batch size"):  # a real run on one env warns
+        make_model(run, venv)
+    venv.close()
+
+
 def test_probe_catches_a_refused_hyper_parameter(tmp_path: Path) -> None:
     body = {**DQN_BASE, "algo": "double_dqn", "loss": "l1"}
     path = tmp_path / "dd.yml"

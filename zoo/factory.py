@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import sys
 import typing
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -423,7 +424,9 @@ def make_model(
 ) -> BaseAlgorithm:
     """The SB3 algorithm of the run on ``env``, seeded with the run's seed.
 
-    ``probe=True`` shrinks replay buffers, for validation only.
+    ``probe=True`` shrinks replay buffers, for validation only. The probe builds the model
+    on one env, so SB3's warning that ``batch_size`` exceeds ``n_steps * n_envs`` is about
+    the probe, not the run, and is silenced there (a run with that mismatch still warns).
     """
     algo = algo_class(run)
     policy = policy_class(run, algo)
@@ -431,13 +434,16 @@ def make_model(
     hyper = resolve_hyperparams(run, algo)
     if probe and "buffer_size" in hyper:
         hyper["buffer_size"] = min(int(hyper["buffer_size"]), 1000)
-    return algo(
-        policy,
-        env,
-        policy_kwargs=policy_kwargs or None,
-        tensorboard_log=tensorboard_log,
-        verbose=verbose,
-        seed=run.seed,
-        device=run.body.get("device", "cpu"),
-        **hyper,
-    )
+    with warnings.catch_warnings():
+        if probe:
+            warnings.filterwarnings("ignore", "You have specified a mini-batch size", UserWarning)
+        return algo(
+            policy,
+            env,
+            policy_kwargs=policy_kwargs or None,
+            tensorboard_log=tensorboard_log,
+            verbose=verbose,
+            seed=run.seed,
+            device=run.body.get("device", "cpu"),
+            **hyper,
+        )
