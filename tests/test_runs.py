@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +267,36 @@ def test_run_killed_before_its_first_checkpoint_resumes_from_step_zero(tmp_path:
     (path / "checkpoints" / "last.zip").unlink()  # as if killed before any checkpoint
     run = zoo.resume(path)
     assert run.status["state"] == "finished" and run.status["num_timesteps"] == 256
+
+
+class StatusAt(BaseCallback):
+    """At ``step``, wait ``seconds`` and record the ``status.json`` on disk then."""
+
+    def __init__(self, path: Path, step: int, seconds: float) -> None:
+        super().__init__()
+        self.path, self.step, self.seconds = path, step, seconds
+        self.seen: dict[str, Any] = {}
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps == self.step:
+            time.sleep(self.seconds)
+            self.seen = json.loads((self.path / "status.json").read_text())
+        return True
+
+
+def test_a_running_run_keeps_its_wall_time_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process killed outright writes nothing at the end: the time it ran must already be
+    in status.json for a resume to add to (it used to count from the resume only)."""
+    monkeypatch.setattr(zoo.runs, "WALL_CLOCK_SECONDS", 0.05)
+    config = write_config(tmp_path, "cartppo", CARTPOLE_PPO)
+    run_dir = tmp_path / "run"
+    probe = StatusAt(run_dir, 100, 0.5)
+    zoo.train(config, root=tmp_path, run_dir=run_dir, callbacks=[probe])
+    assert probe.seen["state"] == "running"
+    assert probe.seen["wall_seconds"] >= 0.4
+    assert json.loads((run_dir / "status.json").read_text())["wall_seconds"] >= 0.5
 
 
 def test_default_first_checkpoint_comes_early() -> None:

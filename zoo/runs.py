@@ -5,7 +5,8 @@
 - ``config.yml``: the resolved config (budget, overrides and matrix cell applied), loadable
   again with ``attn-zoo train runs/.../config.yml``; ``command.txt``: how it was started;
 - ``status.json``: ``running`` / ``interrupted`` / ``failed`` (with the ``reason``) /
-  ``finished``, steps done, wall time;
+  ``finished``, steps done, wall time (rewritten every minute while training, so a run
+  killed outright keeps the time it ran);
 - ``run.lock``: locked by the process training the run (a second ``resume`` is refused);
 - ``checkpoints/``: the last checkpoint (model, replay buffer, normalisation statistics),
   written atomically;
@@ -26,8 +27,10 @@ import os
 import shlex
 import socket
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -73,8 +76,34 @@ class Run:
         return get_trainer(self.config.algo).load(self.path, self.config, which)
 
     def write_status(self, **fields: Any) -> None:
-        status = {**self.status, **fields, "updated": datetime.now().isoformat(timespec="seconds")}
-        atomic_write(self.path / "status.json", json.dumps(status, indent=1))
+        with _STATUS_LOCK:  # the wall clock's thread writes too
+            now = datetime.now().isoformat(timespec="seconds")
+            status = {**self.status, **fields, "updated": now}
+            atomic_write(self.path / "status.json", json.dumps(status, indent=1))
+
+
+_STATUS_LOCK = threading.Lock()
+WALL_CLOCK_SECONDS = 60.0
+
+
+@contextmanager
+def _wall_clock(handle: Run, wall: float, start: float) -> Iterator[None]:
+    """Write ``wall_seconds`` to the status every :data:`WALL_CLOCK_SECONDS` while training,
+    so that a process killed outright (SIGKILL, a machine taken away) leaves its time on
+    disk and a resumed run's total counts it (up to the last write)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(WALL_CLOCK_SECONDS):
+            handle.write_status(wall_seconds=round(wall + time.perf_counter() - start, 1))
+
+    thread = threading.Thread(target=beat, name="wall-clock", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 class RunLockedError(ConfigError):
@@ -275,7 +304,10 @@ def _execute(
     start = time.perf_counter()
     handle.write_status(state="running", reason=None, pid=os.getpid())
     try:
-        steps = trainer.train(handle, callbacks=callbacks, progress_bar=progress_bar, resume=resume)
+        with _wall_clock(handle, wall, start):
+            steps = trainer.train(
+                handle, callbacks=callbacks, progress_bar=progress_bar, resume=resume
+            )
         handle.write_status(
             state="trained",
             num_timesteps=steps,
