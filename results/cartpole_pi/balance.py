@@ -42,10 +42,15 @@ def play(folder: str, upright: bool = False) -> dict[str, float]:
     run = handle.config
     trainer = get_trainer(run.body["algo"])
     policy = trainer.load(handle.path, run, "best")  # model.pt where no test kept a best
+    return play_policy(policy, run.eval.test_seed, upright)
+
+
+def play_policy(policy: torch.nn.Module, test_seed: int, upright: bool = False) -> dict[str, float]:
+    """The figures of one row for ``policy`` on the test episodes seeded ``test_seed + i``."""
     env = CartPoleSwingUpVectorEnv(
         EPISODES, harder=not upright, max_episode_steps=STEPS, autoreset=False, upright=upright
     )
-    obs, _ = env.reset(seed=[run.eval.test_seed + i for i in range(EPISODES)])
+    obs, _ = env.reset(seed=[test_seed + i for i in range(EPISODES)])
     returns, alive, length = np.zeros(EPISODES), np.ones(EPISODES, bool), np.zeros(EPISODES, int)
     late_cos, late_speed = np.zeros(EPISODES), np.zeros(EPISODES)
     state = None
