@@ -20,7 +20,11 @@ differentiated through the physics and the agent's LSTM: Adam (lr 1e-3, or 3e-4 
 Each window starts at a step ``t0 ~ U[0, 850]`` of a no-grad rollout from a Harder reset,
 played by the agent itself or, with ``--teacher``, by the FNN teacher
 (``results/cartpole_pi/fnn``, which holds the pole) while the agent's state follows along
-(fed the teacher's actions), so that most windows start with the pole up.
+(fed the teacher's actions), so that most windows start with the pole up; ``--mix``: the
+teacher plays half of the updates' prefixes (drawn per update). A copy that leaves the track
+earns nothing after it, and that cut has no gradient; ``--through`` simulates on past the
+rail instead, where the reward's ``cos(x / 2.4 · π / 2)`` turns negative, so the gradient
+sees the rail.
 """
 
 from __future__ import annotations
@@ -138,13 +142,15 @@ def reward(s: torch.Tensor) -> torch.Tensor:
     return (torch.cos(s[:, 2]) + 1) / 2 * torch.cos(s[:, 0] / csu.X_THRESHOLD * math.pi / 2)
 
 
-def apg(updates: int, use_teacher: bool, rows: list[dict[str, Any]]) -> np.ndarray:
+def apg(
+    updates: int, teacher_share: float, through: bool, rows: list[dict[str, Any]]
+) -> np.ndarray:
     window, batch = 150, 128
     policy, run = load(START)
-    teacher = load(TEACHER)[0] if use_teacher else None
+    teacher = load(TEACHER)[0] if teacher_share else None
     test = BatchedEvaluator(RolloutSpec(policy_fn=policy_factory(run), vector_env_fn=swingup_env))
     seeds = [run.eval.test_seed + i for i in range(CHECK)]
-    optimizer = torch.optim.Adam(policy.parameters(), lr=3e-4 if use_teacher else 1e-3)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=3e-4 if teacher_share else 1e-3)
     rng = np.random.default_rng(0)
     rows.append({"update": 0, "test": float(test.evaluate(flat(policy)[None], seeds).mean())})
     start = time.time()
@@ -153,11 +159,14 @@ def apg(updates: int, use_teacher: bool, rows: list[dict[str, Any]]) -> np.ndarr
         perm = torch.as_tensor(np.stack([rng.permutation(5) for _ in range(batch)]))
         t0 = int(rng.integers(0, 1000 - window + 1))
         alive, state = torch.ones(batch, dtype=torch.bool), None
+        # shares 0 and 1 draw nothing here, so those runs keep their random stream
+        drive = teacher if 0 < teacher_share < 1 and rng.random() < teacher_share else None
+        drive = teacher if teacher_share == 1 else drive
         with torch.no_grad():
             for _ in range(t0):
                 action, state = policy(torch.gather(observe(s), 1, perm), state)
-                if teacher is not None:
-                    action = teacher(observe(s))[0]
+                if drive is not None:
+                    action = drive(observe(s))[0]
                     state = state._replace(prev_action=action)
                 s = dynamics(s, action.squeeze(-1))
                 alive &= s[:, 0].abs() <= csu.X_THRESHOLD
@@ -166,7 +175,7 @@ def apg(updates: int, use_teacher: bool, rows: list[dict[str, Any]]) -> np.ndarr
         for _ in range(window):
             action, state = policy(torch.gather(observe(s), 1, perm), state)
             s = dynamics(s, action.squeeze(-1))
-            total = total + reward(s) * alive
+            total = total + (reward(s) if through else reward(s) * alive)
             alive = alive & (s[:, 0].abs() <= csu.X_THRESHOLD)
         loss = -total.mean() / window
         optimizer.zero_grad()
@@ -189,15 +198,18 @@ def apg(updates: int, use_teacher: bool, rows: list[dict[str, Any]]) -> np.ndarr
 def main(args: list[str]) -> None:
     torch.set_num_threads(1)
     if not args or args[0] not in ("shaped", "apg"):
-        sys.exit("usage: trials.py shaped [GENERATIONS] | apg [UPDATES] [--teacher]")
-    use_teacher = "--teacher" in args
+        sys.exit(
+            "usage: trials.py shaped [GENERATIONS] | apg [UPDATES] [--teacher|--mix] [--through]"
+        )
+    share = 1.0 if "--teacher" in args else 0.5 if "--mix" in args else 0.0
+    through = "--through" in args
     numbers = [int(a) for a in args[1:] if a.isdigit()]
     rows: list[dict[str, Any]] = []
     if args[0] == "shaped":
         name, x = "shaped", shaped(numbers[0] if numbers else 300, rows)
     else:
-        name = "apg_teacher" if use_teacher else "apg"
-        x = apg(numbers[0] if numbers else 500, use_teacher, rows)
+        name = "apg" + {1.0: "_teacher", 0.5: "_mix", 0.0: ""}[share] + "_through" * through
+        x = apg(numbers[0] if numbers else 500, share, through, rows)
     policy, run = load(START)
     torch.nn.utils.vector_to_parameters(
         torch.as_tensor(x, dtype=torch.float32), policy.parameters()
