@@ -29,7 +29,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -87,7 +87,7 @@ WALL_CLOCK_SECONDS = 60.0
 
 
 @contextmanager
-def _wall_clock(handle: Run, wall: float, start: float) -> Iterator[None]:
+def _wall_clock(handle: Run, elapsed: Callable[[], float]) -> Iterator[None]:
     """Write ``wall_seconds`` to the status every :data:`WALL_CLOCK_SECONDS` while training,
     so that a process killed outright (SIGKILL, a machine taken away) leaves its time on
     disk and a resumed run's total counts it (up to the last write)."""
@@ -95,7 +95,7 @@ def _wall_clock(handle: Run, wall: float, start: float) -> Iterator[None]:
 
     def beat() -> None:
         while not stop.wait(WALL_CLOCK_SECONDS):
-            handle.write_status(wall_seconds=round(wall + time.perf_counter() - start, 1))
+            handle.write_status(wall_seconds=elapsed())
 
     thread = threading.Thread(target=beat, name="wall-clock", daemon=True)
     thread.start()
@@ -302,28 +302,30 @@ def _execute(
         torch.set_num_threads(int(handle.config.get("torch_threads")))
     wall = float(handle.status.get("wall_seconds", 0.0))
     start = time.perf_counter()
+
+    def elapsed() -> float:  # this part's seconds added to the parts before it
+        return round(wall + time.perf_counter() - start, 1)
+
     handle.write_status(state="running", reason=None, pid=os.getpid())
     try:
-        with _wall_clock(handle, wall, start):
+        with _wall_clock(handle, elapsed):
             steps = trainer.train(
                 handle, callbacks=callbacks, progress_bar=progress_bar, resume=resume
             )
         handle.write_status(
             state="trained",
             num_timesteps=steps,
-            wall_seconds=round(wall + time.perf_counter() - start, 1),
+            wall_seconds=elapsed(),
         )
         result = trainer.evaluate(handle.path, handle.config)
     except KeyboardInterrupt:
-        handle.write_status(
-            state="interrupted", wall_seconds=round(wall + time.perf_counter() - start, 1)
-        )
+        handle.write_status(state="interrupted", wall_seconds=elapsed())
         raise
     except BaseException as err:  # any failure: the folder says so, with the reason
         handle.write_status(
             state="failed",
             reason=f"{type(err).__name__}: {err}".splitlines()[0][:500],
-            wall_seconds=round(wall + time.perf_counter() - start, 1),
+            wall_seconds=elapsed(),
         )
         raise
     result["wall_seconds"] = handle.status["wall_seconds"]
