@@ -29,6 +29,7 @@ sees the rail.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -72,21 +73,17 @@ class ShapedSwingUp(csu.CartPoleSwingUpVectorEnv):
         return obs, reward * np.exp(-0.5 * (obs[:, 4] / SPEED) ** 2), terminated, truncated, info
 
 
-def swingup_env(n: int) -> csu.CartPoleSwingUpVectorEnv:
-    return csu.CartPoleSwingUpVectorEnv(n, harder=True, max_episode_steps=1000, autoreset=False)
+def swingup_env(
+    n: int, env_class: type[csu.CartPoleSwingUpVectorEnv] = csu.CartPoleSwingUpVectorEnv
+) -> csu.CartPoleSwingUpVectorEnv:
+    return env_class(n, harder=True, max_episode_steps=1000, autoreset=False)
 
 
 def shaped(generations: int, rows: list[dict[str, Any]]) -> np.ndarray:
     policy, run = load(START)
     factory = policy_factory(run)
-    train = BatchedEvaluator(
-        RolloutSpec(
-            policy_fn=factory,
-            vector_env_fn=lambda n: ShapedSwingUp(
-                n, harder=True, max_episode_steps=1000, autoreset=False
-            ),
-        )
-    )
+    shaped_env = functools.partial(swingup_env, env_class=ShapedSwingUp)
+    train = BatchedEvaluator(RolloutSpec(policy_fn=factory, vector_env_fn=shaped_env))
     test = BatchedEvaluator(RolloutSpec(policy_fn=factory, vector_env_fn=swingup_env))
     seeds = [run.eval.test_seed + i for i in range(CHECK)]
     x0 = flat(policy)
@@ -159,14 +156,15 @@ def apg(
         perm = torch.as_tensor(np.stack([rng.permutation(5) for _ in range(batch)]))
         t0 = int(rng.integers(0, 1000 - window + 1))
         alive, state = torch.ones(batch, dtype=torch.bool), None
-        # shares 0 and 1 draw nothing here, so those runs keep their random stream
-        drive = teacher if 0 < teacher_share < 1 and rng.random() < teacher_share else None
-        drive = teacher if teacher_share == 1 else drive
+        drive = teacher  # None at share 0; shares 0 and 1 draw nothing (same random stream)
+        if 0 < teacher_share < 1:
+            drive = teacher if rng.random() < teacher_share else None
         with torch.no_grad():
             for _ in range(t0):
-                action, state = policy(torch.gather(observe(s), 1, perm), state)
+                obs = observe(s)
+                action, state = policy(torch.gather(obs, 1, perm), state)
                 if drive is not None:
-                    action = drive(observe(s))[0]
+                    action = drive(obs)[0]
                     state = state._replace(prev_action=action)
                 s = dynamics(s, action.squeeze(-1))
                 alive &= s[:, 0].abs() <= csu.X_THRESHOLD
