@@ -18,6 +18,7 @@ from gymnasium import spaces
 import zoo
 from attn_envs import CartPoleSwingUpVectorEnv
 from attn_policies.algorithms.bc import BCDataset
+from attn_policies.algorithms.frame_store import FrameStore
 from zoo import factory
 from zoo.config import ConfigError
 from zoo.trainers import get_trainer
@@ -162,6 +163,36 @@ def test_puzzle_pong_smoke_occluded_cnn_student_round_trip(tmp_path: Path) -> No
     assert [p.name for p in (teacher_dir / "logs").glob("part*")] == ["part0"]
 
 
+def test_a_frame_store_run_is_the_plain_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Holding the tokens as distinct frames changes memory only: the same batches, losses,
+    tests and weights, DAgger rounds included."""
+    stored_parts: list[int] = []
+    append = FrameStore.append
+
+    def counted(self: FrameStore, tokens: np.ndarray) -> None:
+        stored_parts.append(len(tokens))
+        append(self, tokens)
+
+    monkeypatch.setattr(FrameStore, "append", counted)
+    changes: dict[str, Any] = {"dagger_rounds": 1, "dagger_steps": 16, "frame_store": None}
+    plain = zoo.train("puzzle_pong_bc", budget="smoke", overrides=changes, root=tmp_path / "p")
+    assert stored_parts == []
+    changes |= {"teacher": str(plain.path / "teacher"), "frame_store": {"observation": 4}}
+    stored = zoo.train("puzzle_pong_bc", budget="smoke", overrides=changes, root=tmp_path / "s")
+    assert sum(stored_parts) == stored.status["num_timesteps"]  # every sample went through it
+    assert len(read_progress(stored.path)) == 4  # 2 epochs + 1 round of 2
+    assert read_progress(stored.path) == read_progress(plain.path)
+    for name in ("model.pt", "best_model.pt"):
+        torch.testing.assert_close(
+            torch.load(stored.path / name, weights_only=True),
+            torch.load(plain.path / name, weights_only=True),
+            rtol=0,
+            atol=0,
+        )
+
+
 def test_a_best_model_equal_to_the_last_is_tested_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -252,6 +283,8 @@ def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -
         ({"dagger_rounds": "2"}, "dagger_rounds"),
         ({"epoch_samples": -5}, "epoch_samples must be >= 0"),
         ({"epoch_samples": 1.5}, "epoch_samples"),
+        ({"frame_store": {"observation": 0}}, "frame_store.observation must be"),
+        ({"frame_store": [4]}, "frame_store"),
     ],
 )
 def test_config_errors(tmp_path: Path, change: dict[str, Any], message: str) -> None:

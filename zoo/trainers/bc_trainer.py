@@ -32,6 +32,9 @@ Keys besides the common ones::
     dagger_steps: 50000               # this many steps played by the student and labelled
     dagger_epochs: 2                  # by the teacher, then this many epochs on all data
     epoch_samples: 0                  # samples per epoch, a fresh random subset (0: all)
+    frame_store: {}                   # {observation: 4}: Dict entries of frame-stacked tokens
+                                      # held as their distinct frames (~4x less memory for 4
+                                      # frames; the same batches, so the same run)
 
 A run resumes stage by stage (``attn-zoo train --resume RUN``): a teacher trained into
 ``RUN/teacher`` continues from its own checkpoint; the teacher data is recorded in
@@ -119,6 +122,7 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "dagger_steps": (int,),
     "dagger_epochs": (int,),
     "epoch_samples": (int,),
+    "frame_store": (dict,),
 }
 DATA_PARTS = 10  # files the teacher data is recorded in (a resume redoes at most one)
 STUDENT_KEYS = {"features_extractor_class", "features_extractor_kwargs", "net_arch"}
@@ -509,6 +513,12 @@ class BCTrainer:
                 raise ConfigError(f"{run.name}: {key} must be >= 1")
         if int(run.body.get("dagger_rounds", 0)) < 0:
             raise ConfigError(f"{run.name}: dagger_rounds must be >= 0")
+        for entry, stack in (run.body.get("frame_store") or {}).items():
+            if not isinstance(stack, int) or isinstance(stack, bool) or stack < 1:
+                raise ConfigError(
+                    f"{run.name}: frame_store.{entry} must be the frames per token (>= 1), "
+                    f"got {stack!r}"
+                )
         if isinstance(teacher, str) and not teacher.endswith(".zip") and not Path(teacher).is_dir():
             _function(run, "teacher", teacher)
         view_spec = run.body.get("teacher_obs")
@@ -548,7 +558,8 @@ class BCTrainer:
         np.random.seed(run.seed)  # noqa: NPY002
         torch.manual_seed(run.seed)
         rounds, _, round_epochs = _dagger(run)
-        buffer = DatasetBuffer(_samples(run))  # room for every round's samples
+        # room for every round's samples
+        buffer = DatasetBuffer(_samples(run), run.body.get("frame_store") or None)
         for part in collect_parts(run, path / "data", teacher, view):
             buffer.append(part)
         data = buffer.data
