@@ -19,6 +19,7 @@ from attn_policies.algorithms.bc import (
     BCDataset,
     DatasetBuffer,
     RolloutCollector,
+    Teacher,
     as_teacher,
     collect_rollouts,
     occlude_tokens,
@@ -329,6 +330,35 @@ def test_an_actor_steps_the_env_while_the_teacher_labels_every_step() -> None:
     env.seed(0)
     right = collect_rollouts(push_right, env, n_steps=6)
     assert (np.diff(right.obs[:, 1].reshape(6, 2), axis=0) > 0).all()
+
+
+def test_a_sampling_teacher_steps_with_its_softmax_and_labels_with_its_argmax() -> None:
+    def labels_right(logits: list[float]) -> Teacher:  # labels every step 1 whatever its logits say
+        def act(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return np.ones(len(obs), np.int64), np.tile(logits, (len(obs), 1))
+
+        return act
+
+    def velocity_steps(logits: list[float], seed: int) -> tuple[BCDataset, np.ndarray]:
+        env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+        rng = np.random.default_rng(seed)
+        data = RolloutCollector(labels_right(logits), env, sample_teacher=rng).collect(6)
+        return data, np.diff(data.obs[:, 1].reshape(6, 2), axis=0)  # > 0: pushed right
+
+    # a teacher almost sure of "left" pushes left every step, yet every label is its 1
+    data, dv = velocity_steps(np.log([0.999999, 0.000001]).tolist(), seed=0)
+    assert (data.actions == 1).all() and (dv < 0).all()
+    # an undecided one pushes both ways; the same generator seed, the same steps
+    data, dv = velocity_steps([0.0, 0.0], seed=0)
+    assert (dv < 0).any() and (dv > 0).any() and (data.actions == 1).all()
+    again, _ = velocity_steps([0.0, 0.0], seed=0)
+    np.testing.assert_array_equal(again.obs, data.obs)
+    assert not np.array_equal(velocity_steps([0.0, 0.0], seed=1)[1] > 0, dv > 0)
+    with pytest.raises(ValueError, match="not both"):
+        RolloutCollector(
+            labels_right([0.0, 0.0]), make_vec_env("CartPole-v1", n_envs=1),
+            actor=lambda o: np.zeros(len(o), np.int64), sample_teacher=np.random.default_rng(0),
+        )  # fmt: skip
 
 
 def test_config_validation() -> None:

@@ -193,6 +193,26 @@ def test_a_frame_store_run_is_the_plain_run(
         )
 
 
+def test_sampled_teacher_and_student_actions_visit_other_states_with_greedy_labels(
+    tmp_path: Path,
+) -> None:
+    changes: dict[str, Any] = {"dagger_rounds": 1, "dagger_steps": 16}
+    greedy = zoo.train("puzzle_pong_bc", budget="smoke", overrides=changes, root=tmp_path / "g")
+    changes |= {"teacher": str(greedy.path / "teacher"), "teacher_actions": "stochastic",
+                "dagger_actions": "stochastic"}  # fmt: skip
+    sampled = zoo.train("puzzle_pong_bc", budget="smoke", overrides=changes, root=tmp_path / "s")
+    for name in ("part-000.npz", "dagger-01.npz"):
+        a, b = (BCDataset.load(run.path / "data" / name) for run in (greedy, sampled))
+        for data in (a, b):  # the labels are the teacher's argmax either way
+            np.testing.assert_array_equal(data.actions, data.targets.argmax(axis=1))
+        assert not np.array_equal(a.obs["observation"], b.obs["observation"]), name
+    # the same seed, the same draws: a second sampled run records the same steps
+    again = zoo.train("puzzle_pong_bc", budget="smoke", overrides=changes, root=tmp_path / "a")
+    for name in ("part-000.npz", "dagger-01.npz"):
+        a, b = (BCDataset.load(run.path / "data" / name) for run in (sampled, again))
+        np.testing.assert_array_equal(a.obs["observation"], b.obs["observation"])
+
+
 def test_a_best_model_equal_to_the_last_is_tested_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -285,6 +305,8 @@ def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -
         ({"epoch_samples": 1.5}, "epoch_samples"),
         ({"frame_store": {"observation": 0}}, "frame_store.observation must be"),
         ({"frame_store": [4]}, "frame_store"),
+        ({"teacher_actions": "greedy"}, "teacher_actions must be one of"),
+        ({"dagger_actions": "stochastic"}, "dagger_actions: stochastic needs a Discrete"),
     ],
 )
 def test_config_errors(tmp_path: Path, change: dict[str, Any], message: str) -> None:

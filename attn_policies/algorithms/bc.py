@@ -60,6 +60,7 @@ __all__ = [
     "as_teacher",
     "collect_rollouts",
     "occlude_tokens",
+    "sample_logits",
     "sb3_teacher",
     "train_bc",
 ]
@@ -330,6 +331,11 @@ class RolloutCollector:
         actor: ``student_obs -> actions`` of the policy that steps the env instead of the
             teacher, which still labels every step (DAgger's relabelled states: the samples
             then cover the states the student itself reaches).
+        sample_teacher: a generator: the env is stepped with actions drawn from the softmax
+            of the teacher's targets (its logits; Discrete actions) instead of its
+            deterministic actions, which stay the labels. A deterministic teacher in a
+            deterministic game replays the same states (E5's RAM teacher: 100k steps, about 3k
+            distinct screens); a sampling one visits the states of a stochastic expert.
 
     Example:
         >>> from stable_baselines3.common.env_util import make_vec_env
@@ -347,9 +353,13 @@ class RolloutCollector:
         student_obs: Callable[[Obs], Obs] | None = None,
         teacher_obs: Callable[[Obs], Obs] | None = None,
         actor: Callable[[Obs], np.ndarray] | None = None,
+        sample_teacher: np.random.Generator | None = None,
     ) -> None:
+        if actor is not None and sample_teacher is not None:
+            raise ValueError("give an actor or sample_teacher, not both")
         self.act, self.env = as_teacher(teacher), env
         self.student_obs, self.teacher_obs, self.actor = student_obs, teacher_obs, actor
+        self.sample_teacher = sample_teacher
         self._obs: Obs | None = None
 
     def collect(self, n_steps: int) -> BCDataset:
@@ -369,13 +379,30 @@ class RolloutCollector:
             seen.append(student)
             targets.append(np.asarray(target, dtype=np.float32))
             actions.append(np.asarray(action))
-            obs, _, _, _ = self.env.step(action if self.actor is None else self.actor(student))
+            if self.actor is not None:
+                action = self.actor(student)
+            elif self.sample_teacher is not None:
+                action = sample_logits(targets[-1], self.sample_teacher)
+            obs, _, _, _ = self.env.step(action)
         self._obs = obs
         if isinstance(seen[0], dict):
             stacked: Obs = {k: np.concatenate([o[k] for o in seen]) for k in seen[0]}
         else:
             stacked = np.concatenate(seen)
         return BCDataset(stacked, np.concatenate(targets), np.concatenate(actions))
+
+
+def sample_logits(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row drawn from ``softmax(logits)`` (Gumbel-max: one uniform per logit).
+
+    Example:
+        >>> logits = np.log(np.array([[0.9, 0.1, 0.0], [0.0, 0.0, 1.0]]) + 1e-12)
+        >>> draws = sample_logits(np.repeat(logits, 1000, axis=0), np.random.default_rng(0))
+        >>> np.bincount(draws[:1000], minlength=3).tolist()[2], set(draws[1000:].tolist())
+        (0, {2})
+    """
+    gumbel = -np.log(-np.log(rng.random(logits.shape)))
+    return np.argmax(logits + gumbel, axis=-1)
 
 
 def collect_rollouts(

@@ -32,6 +32,10 @@ Keys besides the common ones::
     dagger_steps: 50000               # this many steps played by the student and labelled
     dagger_epochs: 2                  # by the teacher, then this many epochs on all data
     epoch_samples: 0                  # samples per epoch, a fresh random subset (0: all)
+    teacher_actions: deterministic    # stochastic: the recorded steps are played with actions
+                                      # drawn from the teacher's softmax (the labels stay its
+                                      # deterministic actions and logits; Discrete only)
+    dagger_actions: deterministic     # stochastic: the student plays its rounds by sampling
     frame_store: {}                   # {observation: 4}: Dict entries of frame-stacked tokens
                                       # held as their distinct frames (~4x less memory for 4
                                       # frames; the same batches, so the same run)
@@ -123,7 +127,10 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "dagger_epochs": (int,),
     "epoch_samples": (int,),
     "frame_store": (dict,),
+    "teacher_actions": (str,),
+    "dagger_actions": (str,),
 }
+ACTION_MODES = ("deterministic", "stochastic")
 DATA_PARTS = 10  # files the teacher data is recorded in (a resume redoes at most one)
 STUDENT_KEYS = {"features_extractor_class", "features_extractor_kwargs", "net_arch"}
 TEACHER_KEYS = {"experiment", "budget", "overrides"}
@@ -400,11 +407,16 @@ def collect_steps(
     agent: StudentAgent | None = None,
 ) -> BCDataset:
     """``n_steps`` steps of every env of the run's collecting env (seeded ``seed``), labelled
-    by the teacher; ``agent`` (a student) plays them instead of the teacher when given."""
+    by the teacher; ``agent`` (a student) plays them instead of the teacher when given,
+    sampling its actions (seeded ``seed``) with ``dagger_actions: stochastic``."""
     env = factory.make_vec_env(_collect_run(run), training=False)
+    deterministic = run.body.get("dagger_actions", "deterministic") == "deterministic"
     try:
         env.seed(seed)
-        actor = None if agent is None else (lambda obs: agent.predict(obs)[0])
+        actor = None
+        if agent is not None:
+            agent.seed(seed)
+            actor = lambda obs: agent.predict(obs, deterministic=deterministic)[0]  # noqa: E731
         collector = RolloutCollector(
             teacher, env, _student_view(run, env.observation_space), view, actor
         )
@@ -431,7 +443,9 @@ def collect_parts(run: RunConfig, folder: Path, teacher: Any, view: Any) -> list
 
     Parts recorded in one go continue the env's episodes, so an uninterrupted run's data is
     one :func:`~attn_policies.algorithms.bc.collect_rollouts` of all the steps; the first part
-    recorded after saved ones starts from a reset seeded ``seed + part``.
+    recorded after saved ones starts from a reset seeded ``seed + part`` (and, with
+    ``teacher_actions: stochastic``, draws the teacher's actions from a generator seeded
+    ``[seed, part]``).
     """
     n_steps = _steps_per_env(run)
     sizes = [len(a) for a in np.array_split(np.arange(n_steps), min(DATA_PARTS, n_steps))]
@@ -451,7 +465,11 @@ def collect_parts(run: RunConfig, folder: Path, teacher: Any, view: Any) -> list
                     env = factory.make_vec_env(_collect_run(run), training=False)
                     student_view = _student_view(run, env.observation_space)
                 env.seed(run.seed + i)
-                collector = RolloutCollector(teacher, env, student_view, view)
+                sample = run.body.get("teacher_actions") == "stochastic"
+                collector = RolloutCollector(
+                    teacher, env, student_view, view,
+                    sample_teacher=np.random.default_rng([run.seed, i]) if sample else None,
+                )  # fmt: skip
             parts.append(collector.collect(size))
             parts[-1].save(file)
     finally:
@@ -513,6 +531,11 @@ class BCTrainer:
                 raise ConfigError(f"{run.name}: {key} must be >= 1")
         if int(run.body.get("dagger_rounds", 0)) < 0:
             raise ConfigError(f"{run.name}: dagger_rounds must be >= 0")
+        for key in ("teacher_actions", "dagger_actions"):
+            if run.body.get(key, "deterministic") not in ACTION_MODES:
+                raise ConfigError(
+                    f"{run.name}: {key} must be one of {list(ACTION_MODES)}, got {run.body[key]!r}"
+                )
         for entry, stack in (run.body.get("frame_store") or {}).items():
             if not isinstance(stack, int) or isinstance(stack, bool) or stack < 1:
                 raise ConfigError(
@@ -529,8 +552,17 @@ class BCTrainer:
         factory.resolve_wrappers(factory.wrapper_specs(run.body.get("env_wrapper")))
 
     def probe(self, run: RunConfig) -> None:
-        """Build the student once: the extractor must fit the env's observation space."""
-        make_student(run)
+        """Build the student once: the extractor must fit the env's observation space, and
+        sampled actions need a Discrete action space."""
+        _, action_space = make_student(run)
+        sampled = [
+            k for k in ("teacher_actions", "dagger_actions") if run.body.get(k) == "stochastic"
+        ]
+        if sampled and not isinstance(action_space, spaces.Discrete):
+            raise ConfigError(
+                f"{run.name}: {sampled[0]}: stochastic needs a Discrete action space, the env "
+                f"has {action_space}"
+            )
 
     def train(
         self,
