@@ -133,6 +133,11 @@ def test_read_run_reads_episodes_status_and_eval(tmp_path: Path) -> None:
     assert result.steps.tolist() == [8.0, 16.0]
     assert result.returns.tolist() == [-21.0, -19.0]
     assert result.eval["policies"]["stochastic"]["mean_reward"] == 3
+    # a run resumed before its status kept the time: its metrics' wall time spans the parts
+    status["wall_seconds"] = 1.5
+    (run / "status.json").write_text(json.dumps(status))
+    assert read_run(run).wall_minutes == pytest.approx(2.0 / 60)
+    assert read_run(run).steps_per_s == pytest.approx(1_000 / 2.0)
 
 
 def test_plot_band_draws_the_mean_and_returns_its_rows() -> None:

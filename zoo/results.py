@@ -173,16 +173,24 @@ def finished_runs(folder: str | Path) -> list[Path]:
 
 
 def read_run(path: str | Path) -> RunResult:
-    """The training episodes (``metrics.csv``), ``status.json`` and ``eval.json`` of a run."""
+    """The training episodes (``metrics.csv``), ``status.json`` and ``eval.json`` of a run.
+
+    The wall time is the larger of ``status.json``'s ``wall_seconds`` and the last
+    ``wall_time`` of ``metrics.csv`` (summed over resumed parts): a run resumed after a kill,
+    before the status kept its time while training, has only its last part in the status.
+    """
     path = Path(path)
-    steps, returns = series(read_metrics(path), "episode_return")
+    table = read_metrics(path)
+    steps, returns = series(table, "episode_return")
     status = json.loads((path / "status.json").read_text())
+    logged = table["wall_time"][~np.isnan(table["wall_time"])]
+    wall = max(float(status["wall_seconds"]), float(logged.max(initial=0.0)))
     return RunResult(
         path=path,
         seed=int(status["seed"]),
         num_timesteps=int(status["num_timesteps"]),
-        steps_per_s=status["num_timesteps"] / status["wall_seconds"],
-        wall_minutes=status["wall_seconds"] / 60,
+        steps_per_s=status["num_timesteps"] / wall,
+        wall_minutes=wall / 60,
         steps=np.asarray(steps, dtype=np.float64),
         returns=np.asarray(returns, dtype=np.float64),
         eval=json.loads((path / "eval.json").read_text()),
