@@ -12,6 +12,10 @@ fitness that pays each step's reward times ``exp(-θ'^2 / 8)``. A slower pass ov
 then pays more, which gives the search a path of small steps from spinning towards holding;
 the test keeps the true reward.
 
+``python results/cartpole_pi/trials.py cma NAME [GENERATIONS]``: the same sep-CMA-ES on the true
+fitness, started from the final agent of trial ``NAME`` (every trial saves it as
+``trials_<name>.npy``, float32 parameters).
+
 ``python results/cartpole_pi/trials.py apg [UPDATES] [--teacher]`` (default 500; 8-9 min beside
 three other jobs): analytic policy gradient. The env's dynamics written again in torch (the env's
 numpy version cannot be differentiated) let the return of a 150-step window be
@@ -24,7 +28,9 @@ played by the agent itself or, with ``--teacher``, by the FNN teacher
 teacher plays half of the updates' prefixes (drawn per update). A copy that leaves the track
 earns nothing after it, and that cut has no gradient; ``--through`` simulates on past the
 rail instead, where the reward's ``cos(x / 2.4 · π / 2)`` turns negative, so the gradient
-sees the rail.
+sees the rail. ``--soft`` weighs each step's reward by a smooth survival instead of the cut: the
+running product of ``sigmoid((2.4 - |x|) / 0.05)`` over the window's steps, so that crossing
+the rail costs the rest of the window's reward, as the real cut does, and the gradient sees it.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ START = "results/cartpole_pi/pi_warm_T300"
 TEACHER = "results/cartpole_pi/fnn"
 CHECK = 200  # test episodes of the running check
 SPEED = 2.0  # θ' scale of the shaped fitness
+RAIL_WIDTH = 0.05  # m: --soft's survival falls from 0.88 to 0.12 within 0.1 m of the rail
 
 
 def load(folder: str) -> tuple[torch.nn.Module, Any]:
@@ -79,14 +86,18 @@ def swingup_env(
     return env_class(n, harder=True, max_episode_steps=1000, autoreset=False)
 
 
-def shaped(generations: int, rows: list[dict[str, Any]]) -> np.ndarray:
+def shaped(
+    generations: int, rows: list[dict[str, Any]], x0: np.ndarray | None = None
+) -> np.ndarray:
+    """sep-CMA-ES from ``START`` on the shaped fitness, or from ``x0`` on the true one."""
     policy, run = load(START)
     factory = policy_factory(run)
-    shaped_env = functools.partial(swingup_env, env_class=ShapedSwingUp)
-    train = BatchedEvaluator(RolloutSpec(policy_fn=factory, vector_env_fn=shaped_env))
+    env = functools.partial(swingup_env, env_class=ShapedSwingUp) if x0 is None else swingup_env
+    train = BatchedEvaluator(RolloutSpec(policy_fn=factory, vector_env_fn=env))
     test = BatchedEvaluator(RolloutSpec(policy_fn=factory, vector_env_fn=swingup_env))
     seeds = [run.eval.test_seed + i for i in range(CHECK)]
-    x0 = flat(policy)
+    fitness = "shaped_mean" if x0 is None else "train_mean"
+    x0 = flat(policy) if x0 is None else x0
     config = CMAESConfig(256, 16, 0.03, seed=1, options={"CMA_diagonal": True}, x0=x0)
     trainer = CMAESTrainer(train, config)
     rows.append({"generation": 0, "test": float(test.evaluate(x0[None], seeds).mean())})
@@ -99,7 +110,7 @@ def shaped(generations: int, rows: list[dict[str, Any]]) -> np.ndarray:
                 {
                     "generation": g,
                     "test": float(test.evaluate(x[None].astype(np.float32), seeds).mean()),
-                    "shaped_mean": record["fitness_mean"],
+                    fitness: record["fitness_mean"],
                     "sigma": record["sigma"],
                     "minutes": round((time.time() - start) / 60, 1),
                 }
@@ -140,7 +151,11 @@ def reward(s: torch.Tensor) -> torch.Tensor:
 
 
 def apg(
-    updates: int, teacher_share: float, through: bool, rows: list[dict[str, Any]]
+    updates: int,
+    teacher_share: float,
+    through: bool,
+    rows: list[dict[str, Any]],
+    soft: bool = False,
 ) -> np.ndarray:
     window, batch = 150, 128
     policy, run = load(START)
@@ -169,11 +184,15 @@ def apg(
                 s = dynamics(s, action.squeeze(-1))
                 alive &= s[:, 0].abs() <= csu.X_THRESHOLD
         state = None if state is None else tree_map(torch.Tensor.detach, state)
-        total = torch.zeros(batch)
+        total, survival = torch.zeros(batch), alive.float()
         for _ in range(window):
             action, state = policy(torch.gather(observe(s), 1, perm), state)
             s = dynamics(s, action.squeeze(-1))
-            total = total + (reward(s) if through else reward(s) * alive)
+            if soft:
+                survival = survival * torch.sigmoid((csu.X_THRESHOLD - s[:, 0].abs()) / RAIL_WIDTH)
+                total = total + reward(s) * survival
+            else:
+                total = total + (reward(s) if through else reward(s) * alive)
             alive = alive & (s[:, 0].abs() <= csu.X_THRESHOLD)
         loss = -total.mean() / window
         optimizer.zero_grad()
@@ -195,19 +214,26 @@ def apg(
 
 def main(args: list[str]) -> None:
     torch.set_num_threads(1)
-    if not args or args[0] not in ("shaped", "apg"):
+    if not args or args[0] not in ("shaped", "apg", "cma"):
         sys.exit(
-            "usage: trials.py shaped [GENERATIONS] | apg [UPDATES] [--teacher|--mix] [--through]"
+            "usage: trials.py shaped [GENERATIONS] | cma NAME [GENERATIONS]"
+            " | apg [UPDATES] [--teacher|--mix] [--through|--soft]"
         )
     share = 1.0 if "--teacher" in args else 0.5 if "--mix" in args else 0.0
-    through = "--through" in args
+    through, soft = "--through" in args, "--soft" in args
     numbers = [int(a) for a in args[1:] if a.isdigit()]
     rows: list[dict[str, Any]] = []
     if args[0] == "shaped":
         name, x = "shaped", shaped(numbers[0] if numbers else 300, rows)
+    elif args[0] == "cma":
+        if len(args) < 2 or not (HERE / f"trials_{args[1]}.npy").is_file():
+            sys.exit(f"cma needs the NAME of a finished trial (trials_NAME.npy in {HERE})")
+        x0 = np.load(HERE / f"trials_{args[1]}.npy", allow_pickle=False)
+        name, x = f"cma_{args[1]}", shaped(numbers[0] if numbers else 300, rows, x0)
     else:
-        name = "apg" + {1.0: "_teacher", 0.5: "_mix", 0.0: ""}[share] + "_through" * through
-        x = apg(numbers[0] if numbers else 500, share, through, rows)
+        name = "apg" + {1.0: "_teacher", 0.5: "_mix", 0.0: ""}[share]
+        name += "_through" * through + "_soft" * soft
+        x = apg(numbers[0] if numbers else 500, share, through, rows, soft)
     policy, run = load(START)
     torch.nn.utils.vector_to_parameters(
         torch.as_tensor(x, dtype=torch.float32), policy.parameters()
@@ -217,6 +243,7 @@ def main(args: list[str]) -> None:
     out = {"command": f"python results/cartpole_pi/trials.py {' '.join(args)}", "curve": rows}
     out["final_1000"] = {k: float(v) for k, v in final.items()}
     (HERE / f"trials_{name}.json").write_text(json.dumps(out, indent=1) + "\n")
+    np.save(HERE / f"trials_{name}.npy", np.asarray(x, np.float32))  # the agent, for `cma`
 
 
 if __name__ == "__main__":
