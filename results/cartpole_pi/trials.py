@@ -1,10 +1,11 @@
-"""E3, issue 12: two more searches for the catch, both from the best agent trained here.
+"""E3, issue 12: more searches for the catch, from the best agents trained here.
 
-Both start from ``results/cartpole_pi/pi_warm_T300`` (415.5 over the 1000 test episodes; it
-spins the pole over the top instead of holding it, see ``balance.md``), print the test mean over
-the first 200 test episodes as they go, and end with the ``balance.md`` row of the final agent
-over all 1000 (seeds ``eval.test_seed + i``, inputs in order, as ``attn-zoo evaluate``).
-Results go to ``trials_<name>.json`` beside this script.
+``shaped`` and ``apg`` start from ``results/cartpole_pi/pi_warm_T300`` (415.5 over the 1000
+test episodes; it spins the pole over the top instead of holding it, see ``balance.md``),
+``cma`` from another trial's final agent. Each prints the test mean over the first 200 test
+episodes as it goes and ends with the ``balance.md`` row of the final agent over all 1000
+(seeds ``eval.test_seed + i``, inputs in order, as ``attn-zoo evaluate``). Results go to
+``trials_<name>.json`` beside this script, the final agent to ``trials_<name>.npy``.
 
 ``python results/cartpole_pi/trials.py shaped [GENERATIONS]`` (default 300; 48 min beside
 three other jobs): sep-CMA-ES, population 256 x 16 repeats, sigma0 0.03, seed 1, on a *training*
@@ -14,7 +15,7 @@ the test keeps the true reward.
 
 ``python results/cartpole_pi/trials.py cma NAME [GENERATIONS]``: the same sep-CMA-ES on the true
 fitness, started from the final agent of trial ``NAME`` (every trial saves it as
-``trials_<name>.npy``, float32 parameters).
+``trials_<name>.npy``, float32 parameters); ``--shaped``: on the shaped fitness instead.
 
 ``python results/cartpole_pi/trials.py apg [UPDATES] [--teacher]`` (default 500; 8-9 min beside
 three other jobs): analytic policy gradient. The env's dynamics written again in torch (the env's
@@ -87,16 +88,21 @@ def swingup_env(
 
 
 def shaped(
-    generations: int, rows: list[dict[str, Any]], x0: np.ndarray | None = None
+    generations: int,
+    rows: list[dict[str, Any]],
+    x0: np.ndarray | None = None,
+    shape: bool | None = None,
 ) -> np.ndarray:
-    """sep-CMA-ES from ``START`` on the shaped fitness, or from ``x0`` on the true one."""
+    """sep-CMA-ES from ``START`` (or ``x0``) on the shaped fitness (by default only from
+    ``START``) or the true one."""
     policy, run = load(START)
     factory = policy_factory(run)
-    env = functools.partial(swingup_env, env_class=ShapedSwingUp) if x0 is None else swingup_env
+    shape = x0 is None if shape is None else shape
+    env = functools.partial(swingup_env, env_class=ShapedSwingUp) if shape else swingup_env
     train = BatchedEvaluator(RolloutSpec(policy_fn=factory, vector_env_fn=env))
     test = BatchedEvaluator(RolloutSpec(policy_fn=factory, vector_env_fn=swingup_env))
     seeds = [run.eval.test_seed + i for i in range(CHECK)]
-    fitness = "shaped_mean" if x0 is None else "train_mean"
+    fitness = "shaped_mean" if shape else "train_mean"
     x0 = flat(policy) if x0 is None else x0
     config = CMAESConfig(256, 16, 0.03, seed=1, options={"CMA_diagonal": True}, x0=x0)
     trainer = CMAESTrainer(train, config)
@@ -216,7 +222,7 @@ def main(args: list[str]) -> None:
     torch.set_num_threads(1)
     if not args or args[0] not in ("shaped", "apg", "cma"):
         sys.exit(
-            "usage: trials.py shaped [GENERATIONS] | cma NAME [GENERATIONS]"
+            "usage: trials.py shaped [GENERATIONS] | cma NAME [GENERATIONS] [--shaped]"
             " | apg [UPDATES] [--teacher|--mix] [--through|--soft]"
         )
     share = 1.0 if "--teacher" in args else 0.5 if "--mix" in args else 0.0
@@ -229,7 +235,8 @@ def main(args: list[str]) -> None:
         if len(args) < 2 or not (HERE / f"trials_{args[1]}.npy").is_file():
             sys.exit(f"cma needs the NAME of a finished trial (trials_NAME.npy in {HERE})")
         x0 = np.load(HERE / f"trials_{args[1]}.npy", allow_pickle=False)
-        name, x = f"cma_{args[1]}", shaped(numbers[0] if numbers else 300, rows, x0)
+        name = f"cma_{args[1]}" + "_shaped" * ("--shaped" in args)
+        x = shaped(numbers[0] if numbers else 300, rows, x0, "--shaped" in args)
     else:
         name = "apg" + {1.0: "_teacher", 0.5: "_mix", 0.0: ""}[share]
         name += "_through" * through + "_soft" * soft
