@@ -334,7 +334,7 @@ class RolloutCollector:
         sample_teacher: a generator: the env is stepped with actions drawn from the softmax
             of the teacher's targets (its logits; Discrete actions) instead of its
             deterministic actions, which stay the labels. A deterministic teacher in a
-            deterministic game replays the same states (E5's RAM teacher: 100k steps, about 3k
+            deterministic game replays the same states (E5's RAM teacher: 100k steps, 3.6k
             distinct screens); a sampling one visits the states of a stochastic expert.
 
     Example:
