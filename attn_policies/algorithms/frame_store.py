@@ -72,13 +72,10 @@ class StackedFrames:
         return self.shape[0]
 
     def __getitem__(self, rows: Any) -> np.ndarray:
-        """The samples ``rows`` (a slice, an integer array or a mask), materialised."""
-        index = self.index[rows]
-        single = index.ndim == 1
-        index = index[None] if single else index
-        out = self.frames[index]  # (B, K, N, P)
-        out = out.transpose(0, 2, 3, 1).reshape(len(index), *self.shape[1:])
-        return out[0] if single else out
+        """The samples ``rows`` (an integer, a slice, an integer array or a mask), materialised."""
+        picked = np.arange(len(self))[rows]
+        out = self.take(torch.from_numpy(np.atleast_1d(picked).astype(np.int64))).numpy()
+        return out[0] if np.ndim(picked) == 0 else out
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self[:]

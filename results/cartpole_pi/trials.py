@@ -87,7 +87,7 @@ def swingup_env(
     return env_class(n, harder=True, max_episode_steps=1000, autoreset=False)
 
 
-def shaped(
+def sep_cma(
     generations: int,
     rows: list[dict[str, Any]],
     x0: np.ndarray | None = None,
@@ -230,13 +230,13 @@ def main(args: list[str]) -> None:
     numbers = [int(a) for a in args[1:] if a.isdigit()]
     rows: list[dict[str, Any]] = []
     if args[0] == "shaped":
-        name, x = "shaped", shaped(numbers[0] if numbers else 300, rows)
+        name, x = "shaped", sep_cma(numbers[0] if numbers else 300, rows)
     elif args[0] == "cma":
         if len(args) < 2 or not (HERE / f"trials_{args[1]}.npy").is_file():
             sys.exit(f"cma needs the NAME of a finished trial (trials_NAME.npy in {HERE})")
         x0 = np.load(HERE / f"trials_{args[1]}.npy", allow_pickle=False)
         name = f"cma_{args[1]}" + "_shaped" * ("--shaped" in args)
-        x = shaped(numbers[0] if numbers else 300, rows, x0, "--shaped" in args)
+        x = sep_cma(numbers[0] if numbers else 300, rows, x0, "--shaped" in args)
     else:
         name = "apg" + {1.0: "_teacher", 0.5: "_mix", 0.0: ""}[share]
         name += "_through" * through + "_soft" * soft
