@@ -30,17 +30,17 @@ def run_rows(folder: Path) -> list[str]:
         with np.load(file, allow_pickle=False) as npz:
             sizes.append(len(npz["actions"]))
     store = FrameStore(sum(sizes), stack=4)
-    seen: set[bytes] = set()
-    rows, total = [], 0
+    rows, total, distinct = [], 0, 0
     for file in files:
-        tokens = np.ascontiguousarray(BCDataset.load(file).obs["observation"])
-        frames, samples = store.n_frames, len(seen)
+        tokens = BCDataset.load(file).obs["observation"]
+        frames, samples = store.n_frames, distinct
         store.append(tokens)
-        seen.update(sample.tobytes() for sample in tokens)
+        # each distinct frame has one row, so equal samples are equal rows of frame indices
+        distinct = len(np.unique(store.data().index, axis=0))
         total += len(tokens)
         rows.append(
-            f"| `{folder}` | {file.name} | {len(tokens):,} | {len(seen) - samples:,} | "
-            f"{store.n_frames - frames:,} | {total:,} | {len(seen):,} | {store.n_frames:,} |"
+            f"| `{folder}` | {file.name} | {len(tokens):,} | {distinct - samples:,} | "
+            f"{store.n_frames - frames:,} | {total:,} | {distinct:,} | {store.n_frames:,} |"
         )
     return rows
 
