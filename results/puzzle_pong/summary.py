@@ -29,10 +29,14 @@ order and across sessions; the last command over all students then only reads th
 ``python results/puzzle_pong/summary.py`` then writes ``summary.md`` (each table with the
 article's row beside ours; a table whose sweep has not run yet says so) and ``heatmap.png``
 (the article's 10 x 10 occlusion map and ours on one colour scale, -21 to 21).
+``--root DIR`` reads ``DIR/robustness/`` and writes both files to ``DIR`` instead, so a second
+set of students (another recipe, with the same sweeps run with ``--out DIR/robustness``) gets
+its own tables and heat map beside the first.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 from pathlib import Path
@@ -68,8 +72,8 @@ ARTICLE_OCCLUSION = np.array(
 )
 
 
-def read_rows(name: str) -> list[dict[str, str]]:
-    path = TABLES / f"{name}.csv"
+def read_rows(name: str, tables: Path = TABLES) -> list[dict[str, str]]:
+    path = tables / f"{name}.csv"
     if not path.exists():
         return []
     with path.open(newline="") as fh:
@@ -120,9 +124,17 @@ def teacher_lines() -> list[str]:
     ]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--root", type=Path, default=HERE,
+        help="folder whose robustness/ tables are read and where summary.md and heatmap.png "
+        "are written (default: this one; sampled/ holds the sampled-teacher students)",
+    )  # fmt: skip
+    root = parser.parse_args(argv).root
+    tables = root / "robustness"
     lines = ["# E5 Puzzle Pong at the cpu budget", "", *teacher_lines()]
-    shuffle = read_rows("shuffle")
+    shuffle = read_rows("shuffle", tables)
     lines += ["| student (train occlusion 0.0) | as is | shuffled |", "| --- | --- | --- |"]
     lines.append(
         "| article | " + " | ".join(f"{v:.0f} ± 0" for v in ARTICLE_SHUFFLE.values()) + " |"
@@ -130,7 +142,7 @@ def main() -> None:
     by = {c: [r for r in shuffle if r["condition"] == c] for c in ARTICLE_SHUFFLE}
     lines += ["| this project | " + " | ".join(cell(by[c]) for c in ARTICLE_SHUFFLE) + " |", ""]
 
-    reshuffle = read_rows("reshuffle")
+    reshuffle = read_rows("reshuffle", tables)
     lines += [
         "| reshuffle every t steps | " + " | ".join(map(str, RESHUFFLE)) + " |",
         "| --- |" + " ---: |" * len(RESHUFFLE),
@@ -139,7 +151,7 @@ def main() -> None:
     ours = [cell([r for r in reshuffle if int(float(r["value"])) == t]) for t in RESHUFFLE]
     lines += ["| this project | " + " | ".join(ours) + " |", ""]
 
-    _, _, grid = heat_grid(read_rows("occlusion"), RATIOS, RATIOS)  # the article's grid
+    _, _, grid = heat_grid(read_rows("occlusion", tables), RATIOS, RATIOS)  # the article's grid
     lines += [
         "| train ratio | source | " + " | ".join(f"{r:g}" for r in RATIOS) + " |",
         "| ---: | --- |" + " ---: |" * len(RATIOS),
@@ -152,7 +164,7 @@ def main() -> None:
     if np.isnan(grid).all():
         lines.append("\nOur occlusion sweep has not run yet.")
     text = "\n".join(lines) + "\n"
-    (HERE / "summary.md").write_text(text)
+    (root / "summary.md").write_text(text)
     print(text)
 
     fig = new_figure(13, 5)
@@ -160,7 +172,7 @@ def main() -> None:
     draw(left, ARTICLE_OCCLUSION, "article (seed 001)")
     image = draw(right, grid, "this project (cpu budget; grey: no student at that ratio)")
     fig.colorbar(image, ax=[left, right], label="mean return over the test episodes")
-    save_figure(fig, HERE / "heatmap.png")
+    save_figure(fig, root / "heatmap.png")
 
 
 if __name__ == "__main__":
