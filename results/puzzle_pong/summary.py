@@ -48,7 +48,6 @@ from attn_policies.canvas import new_figure, save_figure
 from zoo.robustness_tables import heat_grid
 
 HERE = Path(__file__).parent
-TABLES = HERE / "robustness"
 RATIOS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 RESHUFFLE = (25, 50, 100, 200, 500)
 # Seed 001 (the article's Puzzle Pong figures): 21 ± 0 with and without shuffling; the
@@ -72,7 +71,7 @@ ARTICLE_OCCLUSION = np.array(
 )
 
 
-def read_rows(name: str, tables: Path = TABLES) -> list[dict[str, str]]:
+def read_rows(name: str, tables: Path) -> list[dict[str, str]]:
     path = tables / f"{name}.csv"
     if not path.exists():
         return []
@@ -129,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--root", type=Path, default=HERE,
         help="folder whose robustness/ tables are read and where summary.md and heatmap.png "
-        "are written (default: this one; sampled/ holds the sampled-teacher students)",
+        "are written (default: this one)",
     )  # fmt: skip
     root = parser.parse_args(argv).root
     tables = root / "robustness"
