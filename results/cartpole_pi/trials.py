@@ -88,16 +88,11 @@ def swingup_env(
 
 
 def sep_cma(
-    generations: int,
-    rows: list[dict[str, Any]],
-    x0: np.ndarray | None = None,
-    shape: bool | None = None,
+    generations: int, rows: list[dict[str, Any]], shape: bool, x0: np.ndarray | None = None
 ) -> np.ndarray:
-    """sep-CMA-ES from ``START`` (or ``x0``) on the shaped fitness (by default only from
-    ``START``) or the true one."""
+    """sep-CMA-ES from ``START`` (or ``x0``) on the shaped fitness, or on the true one."""
     policy, run = load(START)
     factory = policy_factory(run)
-    shape = x0 is None if shape is None else shape
     env = functools.partial(swingup_env, env_class=ShapedSwingUp) if shape else swingup_env
     train = BatchedEvaluator(RolloutSpec(policy_fn=factory, vector_env_fn=env))
     test = BatchedEvaluator(RolloutSpec(policy_fn=factory, vector_env_fn=swingup_env))
@@ -230,13 +225,13 @@ def main(args: list[str]) -> None:
     numbers = [int(a) for a in args[1:] if a.isdigit()]
     rows: list[dict[str, Any]] = []
     if args[0] == "shaped":
-        name, x = "shaped", sep_cma(numbers[0] if numbers else 300, rows)
+        name, x = "shaped", sep_cma(numbers[0] if numbers else 300, rows, shape=True)
     elif args[0] == "cma":
         if len(args) < 2 or not (HERE / f"trials_{args[1]}.npy").is_file():
             sys.exit(f"cma needs the NAME of a finished trial (trials_NAME.npy in {HERE})")
         x0 = np.load(HERE / f"trials_{args[1]}.npy", allow_pickle=False)
         name = f"cma_{args[1]}" + "_shaped" * ("--shaped" in args)
-        x = sep_cma(numbers[0] if numbers else 300, rows, x0, "--shaped" in args)
+        x = sep_cma(numbers[0] if numbers else 300, rows, "--shaped" in args, x0)
     else:
         name = "apg" + {1.0: "_teacher", 0.5: "_mix", 0.0: ""}[share]
         name += "_through" * through + "_soft" * soft
