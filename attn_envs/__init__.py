@@ -32,6 +32,7 @@ _PUBLIC = {
     "DistractorFeatureObservation": "attn_envs.atari_ram",
     "DownsampleCropObservation": "attn_envs.atari_frames",
     "AtariCropWrapper": "attn_envs.atari_frames",
+    "FixedNoopReset": "attn_envs.atari_frames",
     "RAM_ANNOTATIONS": "attn_envs.atari_ram",
     "BackgroundObservation": "attn_envs.background",
     "available_backgrounds": "attn_envs.background",

@@ -32,7 +32,7 @@ from stable_baselines3.common.atari_wrappers import (
 
 from attn_envs._spaces import require_box, require_int
 
-__all__ = ["AtariCropWrapper", "DownsampleCropObservation"]
+__all__ = ["AtariCropWrapper", "DownsampleCropObservation", "FixedNoopReset"]
 
 
 class DownsampleCropObservation(
@@ -103,6 +103,52 @@ class DownsampleCropObservation(
         small = cv2.resize(frame, (self.width, self.height), interpolation=cv2.INTER_AREA)
         crop = small[self.crop_top : self.crop_top + self.size, self._left : self._left + self.size]
         return crop[..., None]
+
+
+class FixedNoopReset(gym.Wrapper[Any, int, Any, int], gym.utils.RecordConstructorArgs):
+    """Exactly ``noops`` NOOP frames after every reset: one fixed start of the ones that
+    ``NoopResetEnv`` (or ``AtariPreprocessing``'s ``noop_max``) draws from ``1..noop_max``.
+
+    Without sticky actions an ALE game is deterministic, so a greedy agent's whole episode is
+    fixed by its start, and under a frame skip of ``f`` the count mod ``f`` sets the phase of
+    the agent's steps in the game. Playing each start once gives an agent's exact expected
+    score (``results/puzzle_pong/noops.py``). Wrap the frame-skip-1 env, inside the frame
+    skip, in place of the random no-ops.
+
+    Args:
+        env: An ALE env whose action 0 is NOOP.
+        noops: No-op frames after each reset (0: none).
+
+    Example:
+        >>> import ale_py
+        >>> gym.register_envs(ale_py)
+        >>> pong = gym.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.0)
+        >>> env = FixedNoopReset(pong, noops=7)
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.shape, info["episode_frame_number"]
+        ((210, 160, 3), 7)
+        >>> env.close()
+    """
+
+    def __init__(self, env: gym.Env, noops: int) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, noops=noops)
+        self.noops = require_int(noops, "noops", minimum=0)
+        meanings = getattr(env.unwrapped, "get_action_meanings", None)
+        if meanings is None:
+            raise TypeError(f"FixedNoopReset needs an ALE env, got {type(env.unwrapped).__name__}")
+        if meanings()[0] != "NOOP":
+            raise ValueError(f"FixedNoopReset needs action 0 to be NOOP, got {meanings()[0]!r}")
+        super().__init__(env)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        for _ in range(self.noops):
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = self.env.reset(seed=seed, options=options)
+        return obs, info
 
 
 class AtariCropWrapper(

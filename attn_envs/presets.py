@@ -72,10 +72,14 @@ def make_puzzle_pong(
     blank_top: int = PONG_SCORE_ROWS,
     game: str = "Pong",
     noop_max: int = 30,
+    noops: int | None = None,
     ram_features: dict[str, Any] | None = None,
     **ale_kwargs: Any,
 ) -> gym.Env:
     """Puzzle Pong (E5): 84x84 grey, 4 frames, 6x6 patches, score blanked, shuffled.
+
+    Each reset takes 1 to ``noop_max`` no-op frames, drawn, or exactly ``noops`` of them
+    (:class:`~attn_envs.atari_frames.FixedNoopReset`; ``noop_max`` is then unused).
 
     ``ram_features`` (keyword arguments of
     :class:`~attn_envs.atari_ram.RamFeatureEntryObservation`, e.g. ``{"order_seed": 0}``)
@@ -103,6 +107,10 @@ def make_puzzle_pong(
     ale_kwargs.setdefault("repeat_action_probability", 0.0)
     env: gym.Env = gym.make(f"ALE/{game}-v5", frameskip=1, **ale_kwargs)
     height, width, _ = env.observation_space.shape
+    if noops is not None:
+        from attn_envs.atari_frames import FixedNoopReset
+
+        env, noop_max = FixedNoopReset(env, noops), 0
     # RGB at full size (the resize to the same size is a copy), grey, then 84x84
     env = AtariPreprocessing(
         env, noop_max=noop_max, frame_skip=4, screen_size=(width, height), grayscale_obs=False

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import ale_py
 import cv2
 import gymnasium as gym
 import numpy as np
 import pytest
+from _contract import assert_env_contract
 from stable_baselines3.common import atari_wrappers as sb3
 
-from attn_envs.atari_frames import AtariCropWrapper, DownsampleCropObservation
+from attn_envs.atari_frames import AtariCropWrapper, DownsampleCropObservation, FixedNoopReset
 
 gym.register_envs(ale_py)
 
@@ -90,3 +93,27 @@ def test_bad_inputs() -> None:
         DownsampleCropObservation(gym.make("FrozenLake-v1"))
     with pytest.raises(TypeError, match="AtariCropWrapper needs an ALE env"):
         AtariCropWrapper(gym.make("CarRacing-v3"))
+
+
+def _fixed_noop_pong(noops: int) -> gym.Env:
+    return FixedNoopReset(_pong(), noops)
+
+
+def test_fixed_noop_reset_contract() -> None:
+    assert_env_contract(partial(_fixed_noop_pong, 5), n_steps=20)
+
+
+@pytest.mark.parametrize("noops", [0, 1, 6, 29])
+def test_fixed_noops_start_every_episode_after_that_many_frames(noops: int) -> None:
+    env = _fixed_noop_pong(noops)
+    for seed in (0, None):
+        _, info = env.reset(seed=seed)
+        assert info["episode_frame_number"] == noops == env.unwrapped.ale.getEpisodeFrameNumber()
+    env.close()
+
+
+def test_fixed_noop_reset_bad_inputs() -> None:
+    with pytest.raises(ValueError, match="noops must be a non-negative integer, got -1"):
+        FixedNoopReset(_pong(), -1)
+    with pytest.raises(TypeError, match="FixedNoopReset needs an ALE env"):
+        FixedNoopReset(gym.make("CartPole-v1"), 3)

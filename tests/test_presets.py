@@ -184,3 +184,25 @@ def test_module_prefixed_ids_need_no_import() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1000", "(5,)"]
+
+
+def test_puzzle_pong_fixed_noops_are_one_start_of_the_random_ones() -> None:
+    # the default Puzzle Pong draws its no-ops at reset; the fixed env given the drawn count
+    # starts from the same screen and plays the same game under the same actions
+    actions = np.random.default_rng(0).integers(0, 6, size=40)
+    drawn = set()
+    for seed in range(6):
+        pair = [make_puzzle_pong(shuffle=False), None]
+        first, _ = pair[0].reset(seed=seed)
+        k = pair[0].unwrapped.ale.getEpisodeFrameNumber()
+        drawn.add(k)
+        pair[1] = make_puzzle_pong(shuffle=False, noops=k)
+        again, _ = pair[1].reset(seed=seed)
+        np.testing.assert_array_equal(first, again)
+        for a in actions:
+            steps = [env.step(int(a)) for env in pair]
+            np.testing.assert_array_equal(steps[0][0], steps[1][0])
+            assert steps[0][1:3] == steps[1][1:3]
+        for env in pair:
+            env.close()
+    assert len(drawn) > 1  # the random env really drew different starts

@@ -9,46 +9,24 @@ gymnasium's ``AtariPreprocessing`` draws at reset (uniform on 1..``noop_max``). 
 count once gives the exact expected score of the 20-episode test, and which starts it loses.
 The students here play only four games: the return depends on the count mod 4 (the frame
 skip) alone.
-The test's random shuffle is kept; only the no-op draw is replaced.
+The test's random shuffle is kept; only the no-op draw is replaced (``env_kwargs: {noops: k}``,
+:class:`attn_envs.atari_frames.FixedNoopReset`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import types
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gymnasium.wrappers import AtariPreprocessing
+from stable_baselines3.common.vec_env import DummyVecEnv
 
 import zoo
 from zoo import factory
 from zoo.trainers import get_trainer
-
-
-def fixed_noop_reset(self: AtariPreprocessing, *, seed=None, options=None):
-    """``AtariPreprocessing.reset`` with ``self.fixed_noops`` no-ops instead of a draw."""
-    _, info = self.env.reset(seed=seed, options=options)
-    for _ in range(self.fixed_noops):
-        _, _, terminated, truncated, step_info = self.env.step(0)
-        info.update(step_info)
-        if terminated or truncated:
-            _, info = self.env.reset(seed=seed, options=options)
-    self.lives = self.ale.lives()
-    if self.grayscale_obs:
-        self.ale.getScreenGrayscale(self.obs_buffer[0])
-    else:
-        self.ale.getScreenRGB(self.obs_buffer[0])
-    self.obs_buffer[1].fill(0)
-    return self._get_obs(), info
-
-
-def preprocessing(env: Any) -> AtariPreprocessing:
-    while not isinstance(env, AtariPreprocessing):
-        env = env.env
-    return env
 
 
 def play_once(agent: Any, env: Any, seed: int) -> tuple[list[float], list[int]]:
@@ -78,11 +56,11 @@ def main() -> None:
     run = handle.config
     noop_max = int(run.body.get("env_kwargs", {}).get("noop_max", 30))
     agent = get_trainer("bc").load(handle.path, run, args.which)
-    env = factory.make_vec_env(run, n_envs=noop_max, training=False)
-    for k, inner in enumerate(env.envs, start=1):
-        wrapper = preprocessing(inner)
-        wrapper.fixed_noops = k
-        wrapper.reset = types.MethodType(fixed_noop_reset, wrapper)
+    fns = []
+    for k in range(1, noop_max + 1):  # env k - 1 starts every game with k no-op frames
+        body = {**run.body, "env_kwargs": {**(run.body.get("env_kwargs") or {}), "noops": k}}
+        fns.append(factory.make_env_fn(dataclasses.replace(run, body=body)))
+    env = DummyVecEnv(fns)
     rewards, lengths = play_once(agent, env, args.seed)
     env.close()
     print(f"{args.run} ({args.which}): mean over the {noop_max} starts "
