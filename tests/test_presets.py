@@ -192,11 +192,11 @@ def test_puzzle_pong_fixed_noops_are_one_start_of_the_random_ones() -> None:
     actions = np.random.default_rng(0).integers(0, 6, size=40)
     drawn = set()
     for seed in range(6):
-        pair = [make_puzzle_pong(shuffle=False), None]
-        first, _ = pair[0].reset(seed=seed)
-        k = pair[0].unwrapped.ale.getEpisodeFrameNumber()
+        random_start = make_puzzle_pong(shuffle=False)
+        first, _ = random_start.reset(seed=seed)
+        k = random_start.unwrapped.ale.getEpisodeFrameNumber()
         drawn.add(k)
-        pair[1] = make_puzzle_pong(shuffle=False, noops=k)
+        pair = (random_start, make_puzzle_pong(shuffle=False, noops=k))
         again, _ = pair[1].reset(seed=seed)
         np.testing.assert_array_equal(first, again)
         for a in actions:

@@ -8,9 +8,8 @@ shuffle does not change its actions), so its whole game is fixed by the number o
 gymnasium's ``AtariPreprocessing`` draws at reset (uniform on 1..``noop_max``). Playing each
 count once gives the exact expected score of the 20-episode test, and which starts it loses.
 The students here play only four games: the return depends on the count mod 4 (the frame
-skip) alone.
-The test's random shuffle is kept; only the no-op draw is replaced (``env_kwargs: {noops: k}``,
-:class:`attn_envs.atari_frames.FixedNoopReset`).
+skip) alone. The test's random shuffle is kept; only the no-op draw is replaced
+(``env_kwargs: {noops: k}``, :class:`attn_envs.atari_frames.FixedNoopReset`).
 """
 
 from __future__ import annotations
