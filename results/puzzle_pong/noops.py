@@ -53,11 +53,12 @@ def main() -> None:
     args = parser.parse_args()
     handle = zoo.load(args.run)
     run = handle.config
-    noop_max = int(run.body.get("env_kwargs", {}).get("noop_max", 30))
+    env_kwargs = run.body.get("env_kwargs") or {}
+    noop_max = int(env_kwargs.get("noop_max", 30))
     agent = get_trainer("bc").load(handle.path, run, args.which)
     fns = []
     for k in range(1, noop_max + 1):  # env k - 1 starts every game with k no-op frames
-        body = {**run.body, "env_kwargs": {**(run.body.get("env_kwargs") or {}), "noops": k}}
+        body = {**run.body, "env_kwargs": {**env_kwargs, "noops": k}}
         fns.append(factory.make_env_fn(dataclasses.replace(run, body=body)))
     env = DummyVecEnv(fns)
     rewards, lengths = play_once(agent, env, args.seed)
