@@ -76,6 +76,27 @@ def test_callable_teacher_run_learns_and_evaluates(tmp_path: Path) -> None:
     assert len(returns["rewards"]) == 2
 
 
+def test_training_checks_play_the_eval_env_kwargs_and_the_test_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zoo.trainers.bc_trainer as bc_trainer
+
+    seen: list[list[int]] = []
+    original = bc_trainer.evaluate_policy
+
+    def spy(agent: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append([e.get_wrapper_attr("_max_episode_steps") for e in env.envs])
+        return original(agent, env, *args, **kwargs)
+
+    monkeypatch.setattr(bc_trainer, "evaluate_policy", spy)
+    fixed = [{"max_episode_steps": 7}, {"max_episode_steps": 9}]
+    body = {**SWINGUP, "epochs": 4, "eval": {**SWINGUP["eval"], "n_envs": 2, "env_kwargs": fixed}}
+    run = zoo.train(write(tmp_path, body), root=tmp_path)
+    assert seen[0] == [7, 9]  # the epoch-4 check
+    assert seen[-1] == [50, 50]  # the final test: the run's own envs
+    assert run.config.eval.env_kwargs == fixed
+
+
 def test_ant_smoke_normalised_teacher_windowed_student_and_reused_teachers(
     tmp_path: Path,
 ) -> None:

@@ -34,11 +34,20 @@ def test_eval_select_defaults_to_first_policy() -> None:
         ({"policies": {"a": 1.5}}, "eval.policies.a"),
         ({"policies": {"a": "greedy"}}, "eval.policies.a"),
         ({"success": "solved"}, "eval.success"),
+        ({"env_kwargs": {"noops": 1}}, "eval.env_kwargs must be a list"),
+        ({"env_kwargs": [{"noops": 1}, 2], "n_envs": 2}, "eval.env_kwargs must be a list"),
+        ({"env_kwargs": [{"noops": 1}], "n_envs": 2}, "1 mappings but eval.n_envs is 2"),
     ],
 )
 def test_eval_config_rejects_bad_values(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         EvalConfig(**kwargs)
+
+
+def test_eval_env_kwargs_one_mapping_per_env() -> None:
+    cfg = EvalConfig.from_dict({"n_envs": 2, "env_kwargs": [{"noops": 4}, {"noops": 1}]})
+    assert cfg.env_kwargs == [{"noops": 4}, {"noops": 1}]
+    assert EvalConfig().env_kwargs is None
 
 
 @pytest.mark.parametrize("name", ["n_envs", "n_episodes"])

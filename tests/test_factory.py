@@ -345,6 +345,16 @@ def _orders(venv: Any, seed: int) -> list[bytes]:
     return orders
 
 
+def test_per_env_kwargs_merge_over_the_run_env_kwargs(tmp_path: Path) -> None:
+    body = {**PPO_BASE, "env": "attn_envs/CartPoleSwingUp-v0", "env_kwargs": {"upright": True}}
+    run = run_of(tmp_path, body)
+    venv = make_vec_env(run, n_envs=5, env_kwargs=[{}, {"harder": True}])
+    assert venv.num_envs == 2  # one env per mapping
+    flags = [(env.unwrapped.upright, env.unwrapped.harder) for env in venv.envs]
+    assert flags == [(True, False), (True, True)]
+    venv.close()
+
+
 def test_e7_one_feature_order_per_run(tmp_path: Path) -> None:
     # SB3 seeds actor i with seed + i; the order must still be the run's, not the actor's.
     run = load_runs("atariari", budget="smoke", seed=3)[0]

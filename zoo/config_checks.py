@@ -101,6 +101,10 @@ class EvalConfig:
         seed: seed of the evaluation envs during training (the same episodes each time,
             so checkpoints are compared on equal terms).
         test_seed: seed of the final test episodes, disjoint from ``seed``.
+        env_kwargs: one mapping per evaluation env (so ``n_envs`` of them), merged over the
+            run's ``env_kwargs`` for the checks during training only, e.g. one fixed start
+            per env (``[{noops: 4}, {noops: 1}, ...]``) so that every check plays the same
+            chosen games; ``None``: the run's own envs. The final test keeps the run's envs.
     """
 
     freq: int = 0
@@ -114,6 +118,7 @@ class EvalConfig:
     success: str | None = None
     seed: int = 1_000_000
     test_seed: int = 2_000_000
+    env_kwargs: list[dict[str, Any]] | None = None
 
     METRICS = ("success_rate", "mean_reward", "mean_length")
 
@@ -137,6 +142,19 @@ class EvalConfig:
                         f"eval.{block}.{name} must be 'deterministic', 'stochastic' or an "
                         f"epsilon in [0, 1], got {mode!r}"
                     )
+        if self.env_kwargs is not None:
+            if not isinstance(self.env_kwargs, list) or not all(
+                isinstance(kwargs, dict) for kwargs in self.env_kwargs
+            ):
+                raise ConfigError(
+                    f"eval.env_kwargs must be a list of mappings, one per eval env, "
+                    f"got {self.env_kwargs!r}"
+                )
+            if len(self.env_kwargs) != self.n_envs:
+                raise ConfigError(
+                    f"eval.env_kwargs has {len(self.env_kwargs)} mappings but eval.n_envs is "
+                    f"{self.n_envs}: give one per eval env"
+                )
         if self.success not in (None, "terminated", "is_success"):
             raise ConfigError(
                 f"eval.success must be 'terminated', 'is_success' or null, got {self.success!r}"

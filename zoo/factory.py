@@ -155,13 +155,15 @@ def make_env_fn(
     monitor_file: str | None = None,
     render_mode: str | None = None,
     extra_wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
+    overrides: Mapping[str, Any] | None = None,
 ) -> Callable[[], gym.Env]:
     """A picklable thunk building one env of the run (for Dummy/SubprocVecEnv).
 
-    ``extra_wrappers`` (test-time perturbations) go after the run's own ``env_wrapper``.
+    ``extra_wrappers`` (test-time perturbations) go after the run's own ``env_wrapper``;
+    ``overrides`` are merged over the run's ``env_kwargs`` for this env only.
     """
     env_id = run.body["env"]
-    env_kwargs = dict(run.body.get("env_kwargs") or {})
+    env_kwargs = {**(run.body.get("env_kwargs") or {}), **(overrides or {})}
     if "order_seed" not in env_kwargs and takes_order_seed(env_id):
         # E7: the feature order is a property of the run, shared by all of its envs.
         env_kwargs["order_seed"] = run.seed
@@ -199,6 +201,7 @@ def make_vec_env(
     training: bool = True,
     render_mode: str | None = None,
     extra_wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
+    env_kwargs: Sequence[Mapping[str, Any]] | None = None,
 ) -> VecEnv:
     """The run's vectorised env, with frame stacking and normalisation as configured.
 
@@ -210,15 +213,18 @@ def make_vec_env(
         training: for ``VecNormalize``: update statistics (training) or not (evaluation).
         render_mode: passed to ``gym.make``.
         extra_wrappers: more ``env -> env`` wrappers after the run's ``env_wrapper``.
+        env_kwargs: one mapping per env, merged over the run's ``env_kwargs`` (e.g.
+            ``eval.env_kwargs``: a fixed start per evaluation env); its length sets ``n``.
     """
-    n = int(n_envs or run.body.get("n_envs", 1))
+    n = len(env_kwargs) if env_kwargs is not None else int(n_envs or run.body.get("n_envs", 1))
     fns = []
     for rank in range(n):
         monitor_file = None
         if monitor_dir is not None:
             Path(monitor_dir).mkdir(parents=True, exist_ok=True)
             monitor_file = str(Path(monitor_dir) / f"{prefix}{rank}")
-        fns.append(make_env_fn(run, monitor_file, render_mode, extra_wrappers))
+        overrides = env_kwargs[rank] if env_kwargs is not None else None
+        fns.append(make_env_fn(run, monitor_file, render_mode, extra_wrappers, overrides))
     vec_cls = SubprocVecEnv if run.body.get("vec_env") == "subproc" and n > 1 else DummyVecEnv
     venv: VecEnv = vec_cls(fns)
     if run.body.get("frame_stack"):

@@ -600,7 +600,9 @@ class BCTrainer:
         done: int | None = None  # epochs in the checkpoint a resumed run continues from
         if resume and checkpoint.exists():
             done = len(json.loads(torch.load(checkpoint, weights_only=True)["history"]))
-        eval_env = factory.make_vec_env(run, n_envs=run.eval.n_envs, training=False)
+        eval_env = factory.make_vec_env(
+            run, n_envs=run.eval.n_envs, training=False, env_kwargs=run.eval.env_kwargs
+        )
         log = ProgressTable(path / "progress.csv", ["epoch", "loss", "test_mean"], "epoch", done)
         metrics = MetricsLogger(path, done)
         with (path / "progress.csv").open() as fh:  # the best test so far, when resumed

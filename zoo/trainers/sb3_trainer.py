@@ -323,7 +323,9 @@ class SB3Trainer:
         eval_env = None
         if run.eval.freq:
             # Curricula are evaluated on their last (target) task throughout.
-            eval_env = factory.make_vec_env(plan[-1][0], n_envs=run.eval.n_envs, training=False)
+            eval_env = factory.make_vec_env(
+                plan[-1][0], n_envs=run.eval.n_envs, training=False, env_kwargs=run.eval.env_kwargs
+            )
             cbs.append(KeepBestCallback(eval_env, run.eval, path))
         cbs.extend(callbacks)
         progress.announce(path, resume=resume)
