@@ -57,6 +57,23 @@ def test_cross_entropy_on_teacher_actions() -> None:
     assert (predicted == data.actions).mean() > 0.95
 
 
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_kl_fits_the_teachers_softmax_at_its_temperature(temperature: float) -> None:
+    torch.manual_seed(0)
+    student = nn.Linear(4, 2)
+    data = linear_data()
+    config = BCConfig(epochs=60, learning_rate=0.05, loss="kl", temperature=temperature,
+                      grad_clip=0.0)  # fmt: skip
+    history = train_bc(student, data, config)
+    assert history[-1]["loss"] < 0.02 * history[0]["loss"] and history[-1]["loss"] >= 0
+    with torch.no_grad():
+        got = torch.softmax(student(torch.as_tensor(data.obs)), dim=1).numpy()
+    z = data.targets / temperature
+    want = np.exp(z - z.max(axis=1, keepdims=True))
+    want /= want.sum(axis=1, keepdims=True)
+    assert np.abs(got - want).max() < 0.05
+
+
 def test_prev_action_noise_is_seeded_and_touches_only_that_entry() -> None:
     obs = {"obs": np.ones((4000, 3), np.float32), "prev_action": np.zeros((4000, 2), np.float32)}
     data = BCDataset(obs, np.zeros((4000, 1), np.float32), np.zeros(4000, np.int64))
@@ -367,8 +384,10 @@ def test_config_validation() -> None:
             BCConfig(**{field: bad})
     with pytest.raises(ValueError, match="learning_rate must be > 0"):
         BCConfig(learning_rate=0.0)
-    with pytest.raises(ValueError, match="loss must be"):
+    with pytest.raises(ValueError, match="loss must be 'mse', 'cross_entropy' or 'kl'"):
         BCConfig(loss="l1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        BCConfig(loss="kl", temperature=0.0)
     with pytest.raises(ValueError, match="occlusion"):
         BCConfig(occlusion=1.0)
     with pytest.raises(ValueError, match="prev_action_noise"):

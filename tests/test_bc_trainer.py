@@ -328,6 +328,9 @@ def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -
         ({"frame_store": [4]}, "frame_store"),
         ({"teacher_actions": "greedy"}, "teacher_actions must be one of"),
         ({"dagger_actions": "stochastic"}, "dagger_actions: stochastic needs a Discrete"),
+        ({"loss": "kl"}, "loss: kl needs a Discrete action space"),
+        ({"loss": "kl", "temperature": 0}, "temperature must be > 0"),
+        ({"temperature": "hot"}, "temperature"),
     ],
 )
 def test_config_errors(tmp_path: Path, change: dict[str, Any], message: str) -> None:

@@ -11,10 +11,13 @@ gradient clipping and, per batch, the two augmentations of seed 001:
   which is how the Puzzle Pong agent learnt to play with part of the screen.
 
 The loss is the MSE between the student's outputs and the teacher's logits (Discrete) or
-action means (Box), or the cross-entropy of the student's logits against the teacher's
-actions. :class:`BatchSampler` draws the batches: one ``index_select`` per entry from tensor
-views of the dataset, the occluded tokens straight from it (``uint8`` screens stay ``uint8``
-until the student converts them); ``benchmarks/bc.py`` times it against the student's step.
+action means (Box), the cross-entropy of the student's logits against the teacher's
+actions, or (Discrete) the KL divergence from the teacher's softmax at a temperature to the
+student's (policy distillation, Rusu et al. 2016; Hinton et al. 2015), which keeps the
+teacher's near-ties instead of asking the student to copy an arbitrary argmax.
+:class:`BatchSampler` draws the batches: one ``index_select`` per entry from tensor views of
+the dataset, the occluded tokens straight from it (``uint8`` screens stay ``uint8`` until the
+student converts them); ``benchmarks/bc.py`` times it against the student's step.
 
 Long runs resume: :class:`RolloutCollector` records the teacher a chunk at a time (each chunk
 a :meth:`BCDataset.save` file), and ``train_bc(..., checkpoint=FILE)`` saves the student, the
@@ -77,7 +80,9 @@ class BCConfig:
         learning_rate: Adam step size.
         grad_clip: max global gradient norm (``0`` turns clipping off).
         epochs: passes over the dataset.
-        loss: ``"mse"`` against teacher outputs, ``"cross_entropy"`` against its actions.
+        loss: ``"mse"`` against teacher outputs, ``"cross_entropy"`` against its actions,
+            ``"kl"``: ``KL(softmax(teacher logits / temperature) || softmax(student logits))``.
+        temperature: the teacher's softmax temperature of ``"kl"`` (below 1 sharpens it).
         prev_action_noise: std of the Gaussian noise added to ``obs[prev_action_key]``.
         prev_action_key: the Dict entry holding ``a_{t-1}``.
         occlusion: fraction of patch tokens dropped in every batch, or ``(low, high)`` to draw
@@ -92,7 +97,8 @@ class BCConfig:
     learning_rate: float = 1e-3
     grad_clip: float = 0.5
     epochs: int = 10
-    loss: Literal["mse", "cross_entropy"] = "mse"
+    loss: Literal["mse", "cross_entropy", "kl"] = "mse"
+    temperature: float = 1.0
     prev_action_noise: float = 0.0
     prev_action_key: str = "prev_action"
     occlusion: float | tuple[float, float] = 0.0
@@ -101,8 +107,10 @@ class BCConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.loss not in ("mse", "cross_entropy"):
-            raise ValueError(f"loss must be 'mse' or 'cross_entropy', got {self.loss!r}")
+        if self.loss not in ("mse", "cross_entropy", "kl"):
+            raise ValueError(f"loss must be 'mse', 'cross_entropy' or 'kl', got {self.loss!r}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
         require_sizes(batch_size=self.batch_size, epochs=self.epochs)
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
@@ -614,7 +622,7 @@ def train_bc(
 
     Args:
         student: maps a batch of observations (tensor or Dict of tensors) to outputs of the
-            targets' shape (``"mse"``) or to logits (``"cross_entropy"``).
+            targets' shape (``"mse"``) or to logits (``"cross_entropy"``, ``"kl"``).
         data: from :func:`collect_rollouts` or any :class:`BCDataset`.
         config: the settings.
         callback: ``callback(row)`` after every epoch (``row = {"epoch", "loss"}``, the mean
@@ -653,6 +661,11 @@ def train_bc(
             out = student(obs)
             if config.loss == "mse":
                 loss = F.mse_loss(out, targets.reshape(out.shape))
+            elif config.loss == "kl":
+                teacher = F.log_softmax(targets.reshape(out.shape) / config.temperature, dim=-1)
+                loss = F.kl_div(
+                    F.log_softmax(out, dim=-1), teacher, log_target=True, reduction="batchmean"
+                )
             else:
                 loss = F.cross_entropy(out, actions.long().reshape(-1))
             optimizer.zero_grad()

@@ -19,7 +19,9 @@ Keys besides the common ones::
       features_extractor_class: attention_neuron_vector
       features_extractor_kwargs: {n_queries: 32}
       net_arch: [32]
-    loss: mse                         # teacher logits / means; cross_entropy: its actions
+    loss: mse                         # teacher logits / means; cross_entropy: its actions;
+                                      # kl: its softmax (Discrete), at this temperature:
+    temperature: 1.0
     epochs: 10
     batch_size: 64
     learning_rate: 1.0e-3
@@ -114,6 +116,7 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "collect_env_kwargs": (dict,),
     "policy_kwargs": (dict,),
     "loss": (str,),
+    "temperature": (float, int),
     "epochs": (int,),
     "batch_size": (int,),
     "learning_rate": (float,),
@@ -553,7 +556,7 @@ class BCTrainer:
 
     def probe(self, run: RunConfig) -> None:
         """Build the student once: the extractor must fit the env's observation space, and
-        sampled actions need a Discrete action space."""
+        sampled actions and the ``kl`` loss need a Discrete action space."""
         _, action_space = make_student(run)
         sampled = [
             k for k in ("teacher_actions", "dagger_actions") if run.body.get(k) == "stochastic"
@@ -562,6 +565,11 @@ class BCTrainer:
             raise ConfigError(
                 f"{run.name}: {sampled[0]}: stochastic needs a Discrete action space, the env "
                 f"has {action_space}"
+            )
+        if run.body.get("loss") == "kl" and not isinstance(action_space, spaces.Discrete):
+            raise ConfigError(
+                f"{run.name}: loss: kl needs a Discrete action space (a softmax), the env has "
+                f"{action_space}; use mse for continuous actions"
             )
 
     def train(
