@@ -331,6 +331,10 @@ def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -
         ({"loss": "kl"}, "loss: kl needs a Discrete action space"),
         ({"loss": "kl", "temperature": 0}, "temperature must be > 0"),
         ({"temperature": "hot"}, "temperature"),
+        (
+            {"eval": {"n_envs": 2, "env_kwargs": [{}, {"max_episode_step": 9}]}},
+            r"eval.env_kwargs\[1\] = \{'max_episode_step': 9\} does not build",
+        ),
     ],
 )
 def test_config_errors(tmp_path: Path, change: dict[str, Any], message: str) -> None:

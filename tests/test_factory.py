@@ -355,6 +355,14 @@ def test_per_env_kwargs_merge_over_the_run_env_kwargs(tmp_path: Path) -> None:
     venv.close()
 
 
+def test_sb3_probe_builds_the_eval_env_kwargs(tmp_path: Path) -> None:
+    body = {**PPO_BASE, "eval": {"freq": 32, "n_envs": 2, "env_kwargs": [{}, {"sutton": 1}]}}
+    with pytest.raises(ConfigError, match=r"eval.env_kwargs\[1\] = \{'sutton': 1\} does not"):
+        SB3Trainer().probe(run_of(tmp_path, body))
+    body["eval"]["env_kwargs"] = [{}, {"sutton_barto_reward": True}]
+    SB3Trainer().probe(run_of(tmp_path, body))
+
+
 def test_e7_one_feature_order_per_run(tmp_path: Path) -> None:
     # SB3 seeds actor i with seed + i; the order must still be the run's, not the actor's.
     run = load_runs("atariari", budget="smoke", seed=3)[0]

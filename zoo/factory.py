@@ -188,6 +188,18 @@ def make_env_fn(
     return thunk
 
 
+def probe_eval_envs(run: RunConfig) -> None:
+    """Build each env of ``eval.env_kwargs`` once, so a misnamed or bad kwarg fails before
+    training (and data collection) starts, with one :class:`ConfigError` line."""
+    for i, overrides in enumerate(run.eval.env_kwargs or []):
+        try:
+            make_env_fn(run, overrides=overrides)().close()
+        except Exception as err:  # the env's own TypeError / ValueError, gym's errors
+            raise ConfigError(
+                f"{run.name}: eval.env_kwargs[{i}] = {overrides!r} does not build: {err}"
+            ) from err
+
+
 def make_single_env(run: RunConfig, render_mode: str | None = None) -> gym.Env:
     """One env of the run with every gym wrapper (no vec wrappers), e.g. for recording."""
     return make_env_fn(run, render_mode=render_mode)()

@@ -558,6 +558,7 @@ class BCTrainer:
         """Build the student once: the extractor must fit the env's observation space, and
         sampled actions and the ``kl`` loss need a Discrete action space."""
         _, action_space = make_student(run)
+        factory.probe_eval_envs(run)
         sampled = [
             k for k in ("teacher_actions", "dagger_actions") if run.body.get(k) == "stochastic"
         ]

@@ -294,6 +294,7 @@ class SB3Trainer:
                 raise ConfigError(f"{run.name}: the model does not fit the env: {err}") from err
             finally:
                 env.close()
+        factory.probe_eval_envs(stages(run)[-1][0])  # the checks run on the last stage
 
     def train(
         self,
