@@ -65,7 +65,8 @@ def test_kl_fits_the_teachers_softmax_at_its_temperature(temperature: float) -> 
     config = BCConfig(epochs=60, learning_rate=0.05, loss="kl", temperature=temperature,
                       grad_clip=0.0)  # fmt: skip
     history = train_bc(student, data, config)
-    assert history[-1]["loss"] < 0.02 * history[0]["loss"] and history[-1]["loss"] >= 0
+    # KL >= 0; at the fit it is ~0, and float32 rounding can put it a hair below.
+    assert -1e-6 <= history[-1]["loss"] < 0.02 * history[0]["loss"]
     with torch.no_grad():
         got = torch.softmax(student(torch.as_tensor(data.obs)), dim=1).numpy()
     z = data.targets / temperature
