@@ -15,7 +15,11 @@ the test keeps the true reward.
 
 ``python results/cartpole_pi/trials.py cma NAME [GENERATIONS]``: the same sep-CMA-ES on the true
 fitness, started from the final agent of trial ``NAME`` (every trial saves it as
-``trials_<name>.npy``, float32 parameters); ``--shaped``: on the shaped fitness instead.
+``trials_<name>.npy``, float32 parameters); ``--shaped``: on the shaped fitness instead;
+``--upright-mix``: on the true reward, but the training episodes whose task seed is odd (about
+half; the population shares the seeds) start upright as in the balancing task
+(``N(0, 0.2)`` around the pole up), so that holding the pole pays in the fitness even before
+the swing-up's catch is found. The test keeps the Harder starts.
 
 ``python results/cartpole_pi/trials.py apg [UPDATES] [--teacher]`` (default 500; 8-9 min beside
 three other jobs): analytic policy gradient. The env's dynamics written again in torch (the env's
@@ -32,6 +36,9 @@ rail instead, where the reward's ``cos(x / 2.4 · π / 2)`` turns negative, so t
 sees the rail. ``--soft`` weighs each step's reward by a smooth survival instead of the cut: the
 running product of ``sigmoid((2.4 - |x|) / 0.05)`` over the window's steps, so that crossing
 the rail costs the rest of the window's reward, as the real cut does, and the gradient sees it.
+``--upright``: every window starts at step 0 from the balancing task's starts (no prefix), to
+learn holding and centring the cart; ``--window=STEPS`` sets the window (150);
+``--from=NAME`` starts from trial ``NAME``'s final agent instead of ``pi_warm_T300``.
 """
 
 from __future__ import annotations
@@ -81,6 +88,25 @@ class ShapedSwingUp(csu.CartPoleSwingUpVectorEnv):
         return obs, reward * np.exp(-0.5 * (obs[:, 4] / SPEED) ** 2), terminated, truncated, info
 
 
+class MixedStarts(csu.CartPoleSwingUpVectorEnv):
+    """Training only: copies with an odd reset seed start upright (the balancing task's starts)."""
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, ...]:
+        info = super().reset(seed=seed, options=options)[1]
+        if seed is None or isinstance(seed, int | np.integer):
+            raise ValueError("MixedStarts needs one seed per copy")
+        seeds = np.asarray(seed)
+        mask = self._reset_mask(options) & (seeds % 2 == 1)
+        if mask.any():
+            up = [
+                csu.sample_initial_states(csu.np_random(int(s))[0], 1, False, True)[0]
+                for s in seeds[mask]
+            ]
+            self._state[:, mask] = np.stack(up).T
+            self._obs = csu.swingup_observation(self._state)
+        return self._obs.copy(), info
+
+
 def swingup_env(
     n: int, env_class: type[csu.CartPoleSwingUpVectorEnv] = csu.CartPoleSwingUpVectorEnv
 ) -> csu.CartPoleSwingUpVectorEnv:
@@ -88,12 +114,19 @@ def swingup_env(
 
 
 def sep_cma(
-    generations: int, rows: list[dict[str, Any]], shape: bool, x0: np.ndarray | None = None
+    generations: int,
+    rows: list[dict[str, Any]],
+    shape: bool,
+    x0: np.ndarray | None = None,
+    mixed: bool = False,
 ) -> np.ndarray:
-    """sep-CMA-ES from ``START`` (or ``x0``) on the shaped fitness, or on the true one."""
+    """sep-CMA-ES from ``START`` (or ``x0``) on the shaped fitness, or on the true one;
+    ``mixed``: half of the training starts upright (true reward)."""
     policy, run = load(START)
     factory = policy_factory(run)
-    env = functools.partial(swingup_env, env_class=ShapedSwingUp) if shape else swingup_env
+    env = swingup_env
+    if shape or mixed:
+        env = functools.partial(swingup_env, env_class=ShapedSwingUp if shape else MixedStarts)
     train = BatchedEvaluator(RolloutSpec(policy_fn=factory, vector_env_fn=env))
     test = BatchedEvaluator(RolloutSpec(policy_fn=factory, vector_env_fn=swingup_env))
     seeds = [run.eval.test_seed + i for i in range(CHECK)]
@@ -157,9 +190,14 @@ def apg(
     through: bool,
     rows: list[dict[str, Any]],
     soft: bool = False,
+    upright: bool = False,
+    window: int = 150,
+    x0: np.ndarray | None = None,
 ) -> np.ndarray:
-    window, batch = 150, 128
+    batch = 128
     policy, run = load(START)
+    if x0 is not None:
+        torch.nn.utils.vector_to_parameters(torch.tensor(x0), policy.parameters())  # a copy
     teacher = load(TEACHER)[0] if teacher_share else None
     test = BatchedEvaluator(RolloutSpec(policy_fn=policy_factory(run), vector_env_fn=swingup_env))
     seeds = [run.eval.test_seed + i for i in range(CHECK)]
@@ -168,9 +206,10 @@ def apg(
     rows.append({"update": 0, "test": float(test.evaluate(flat(policy)[None], seeds).mean())})
     start = time.time()
     for u in range(1, updates + 1):
-        s = torch.as_tensor(csu.sample_initial_states(rng, batch, True), dtype=torch.float32)
+        starts = csu.sample_initial_states(rng, batch, not upright, upright)
+        s = torch.as_tensor(starts, dtype=torch.float32)
         perm = torch.as_tensor(np.stack([rng.permutation(5) for _ in range(batch)]))
-        t0 = int(rng.integers(0, 1000 - window + 1))
+        t0 = 0 if upright else int(rng.integers(0, 1000 - window + 1))
         alive, state = torch.ones(batch, dtype=torch.bool), None
         drive = teacher  # None at share 0; shares 0 and 1 draw nothing (same random stream)
         if 0 < teacher_share < 1:
@@ -217,8 +256,10 @@ def main(args: list[str]) -> None:
     torch.set_num_threads(1)
     if not args or args[0] not in ("shaped", "apg", "cma"):
         sys.exit(
-            "usage: trials.py shaped [GENERATIONS] | cma NAME [GENERATIONS] [--shaped]"
-            " | apg [UPDATES] [--teacher|--mix] [--through|--soft]"
+            "usage: trials.py shaped [GENERATIONS]"
+            " | cma NAME [GENERATIONS] [--shaped|--upright-mix]"
+            " | apg [UPDATES] [--teacher|--mix] [--through|--soft] [--upright]"
+            " [--window=STEPS] [--from=NAME]"
         )
     share = 1.0 if "--teacher" in args else 0.5 if "--mix" in args else 0.0
     through, soft = "--through" in args, "--soft" in args
@@ -230,12 +271,18 @@ def main(args: list[str]) -> None:
         if len(args) < 2 or not (HERE / f"trials_{args[1]}.npy").is_file():
             sys.exit(f"cma needs the NAME of a finished trial (trials_NAME.npy in {HERE})")
         x0 = np.load(HERE / f"trials_{args[1]}.npy", allow_pickle=False)
-        name = f"cma_{args[1]}" + "_shaped" * ("--shaped" in args)
-        x = sep_cma(numbers[0] if numbers else 300, rows, "--shaped" in args, x0)
+        mixed = "--upright-mix" in args
+        name = f"cma_{args[1]}" + "_shaped" * ("--shaped" in args) + "_mixed" * mixed
+        x = sep_cma(numbers[0] if numbers else 300, rows, "--shaped" in args, x0, mixed)
     else:
+        upright = "--upright" in args
+        window = next((int(a.split("=")[1]) for a in args if a.startswith("--window=")), 150)
+        base = next((a.split("=")[1] for a in args if a.startswith("--from=")), None)
+        x0 = None if base is None else np.load(HERE / f"trials_{base}.npy", allow_pickle=False)
         name = "apg" + {1.0: "_teacher", 0.5: "_mix", 0.0: ""}[share]
-        name += "_through" * through + "_soft" * soft
-        x = apg(numbers[0] if numbers else 500, share, through, rows, soft)
+        name += "_through" * through + "_soft" * soft + "_upright" * upright
+        name += f"_w{window}" * (window != 150) + f"_from_{base}" * (base is not None)
+        x = apg(numbers[0] if numbers else 500, share, through, rows, soft, upright, window, x0)
     policy, run = load(START)
     torch.nn.utils.vector_to_parameters(
         torch.as_tensor(x, dtype=torch.float32), policy.parameters()
