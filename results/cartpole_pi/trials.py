@@ -92,19 +92,17 @@ class MixedStarts(csu.CartPoleSwingUpVectorEnv):
     """Training only: copies with an odd reset seed start upright (the balancing task's starts)."""
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, ...]:
-        info = super().reset(seed=seed, options=options)[1]
         if seed is None or isinstance(seed, int | np.integer):
             raise ValueError("MixedStarts needs one seed per copy")
-        seeds = np.asarray(seed)
-        mask = self._reset_mask(options) & (seeds % 2 == 1)
-        if mask.any():
-            up = [
-                csu.sample_initial_states(csu.np_random(int(s))[0], 1, False, True)[0]
-                for s in seeds[mask]
+        # One draw per distinct seed (the population shares them), given as the `state` option.
+        unique, inverse = np.unique(np.asarray(seed), return_inverse=True)
+        states = np.stack(
+            [
+                csu.sample_initial_states(csu.np_random(int(s))[0], 1, s % 2 == 0, s % 2 == 1)[0]
+                for s in unique
             ]
-            self._state[:, mask] = np.stack(up).T
-            self._obs = csu.swingup_observation(self._state)
-        return self._obs.copy(), info
+        )
+        return super().reset(seed=seed, options={**(options or {}), "state": states[inverse]})
 
 
 def swingup_env(
