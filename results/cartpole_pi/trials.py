@@ -250,6 +250,14 @@ def apg(
     return flat(policy)
 
 
+def trial_agent(name: str, option: str) -> np.ndarray:
+    """The final agent of trial ``name`` (``trials_<name>.npy``), or exit saying it is missing."""
+    path = HERE / f"trials_{name}.npy"
+    if not name or not path.is_file():
+        sys.exit(f"{option} needs the NAME of a finished trial (trials_NAME.npy in {HERE})")
+    return np.load(path, allow_pickle=False)
+
+
 def main(args: list[str]) -> None:
     torch.set_num_threads(1)
     if not args or args[0] not in ("shaped", "apg", "cma"):
@@ -266,9 +274,7 @@ def main(args: list[str]) -> None:
     if args[0] == "shaped":
         name, x = "shaped", sep_cma(numbers[0] if numbers else 300, rows, shape=True)
     elif args[0] == "cma":
-        if len(args) < 2 or not (HERE / f"trials_{args[1]}.npy").is_file():
-            sys.exit(f"cma needs the NAME of a finished trial (trials_NAME.npy in {HERE})")
-        x0 = np.load(HERE / f"trials_{args[1]}.npy", allow_pickle=False)
+        x0 = trial_agent(args[1] if len(args) > 1 else "", "cma")
         mixed = "--upright-mix" in args
         name = f"cma_{args[1]}" + "_shaped" * ("--shaped" in args) + "_mixed" * mixed
         x = sep_cma(numbers[0] if numbers else 300, rows, "--shaped" in args, x0, mixed)
@@ -276,7 +282,7 @@ def main(args: list[str]) -> None:
         upright = "--upright" in args
         window = next((int(a.split("=")[1]) for a in args if a.startswith("--window=")), 150)
         base = next((a.split("=")[1] for a in args if a.startswith("--from=")), None)
-        x0 = None if base is None else np.load(HERE / f"trials_{base}.npy", allow_pickle=False)
+        x0 = None if base is None else trial_agent(base, "--from")
         name = "apg" + {1.0: "_teacher", 0.5: "_mix", 0.0: ""}[share]
         name += "_through" * through + "_soft" * soft + "_upright" * upright
         name += f"_w{window}" * (window != 150) + f"_from_{base}" * (base is not None)
