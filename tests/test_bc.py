@@ -22,6 +22,7 @@ from attn_policies.algorithms.bc import (
     Teacher,
     as_teacher,
     collect_rollouts,
+    lr_factor,
     occlude_tokens,
     train_bc,
 )
@@ -395,6 +396,10 @@ def test_config_validation() -> None:
         BCConfig(prev_action_noise=-0.1)
     with pytest.raises(ValueError, match="epoch_samples"):
         BCConfig(epoch_samples=-1)
+    with pytest.raises(ValueError, match="lr_schedule must be one of"):
+        BCConfig(lr_schedule="step")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="lr_epochs"):
+        BCConfig(lr_epochs=-2)
     tokens = {"tokens": np.zeros((4, 5, 3), np.float32), "prev": np.zeros((4, 2), np.float32)}
     data = BCDataset(tokens, np.zeros((4, 1), np.float32), np.zeros(4, np.int64))
     with pytest.raises(ValueError, match="tokens_key"):  # would silently not occlude
@@ -523,10 +528,13 @@ class DictStudent(nn.Module):
         )
 
 
+@pytest.mark.parametrize("schedule", ["constant", "cosine"])
 @pytest.mark.parametrize("name", ["pong", "noise and ranged occlusion, tokens last"])
-def test_train_bc_resumes_from_its_checkpoint_bit_for_bit(name: str, tmp_path: Path) -> None:
+def test_train_bc_resumes_from_its_checkpoint_bit_for_bit(
+    name: str, schedule: str, tmp_path: Path
+) -> None:
     data, config = _datasets()[name]
-    config = dataclasses.replace(config, epochs=4)
+    config = dataclasses.replace(config, epochs=4, lr_schedule=schedule)
     torch.manual_seed(0)
     straight = DictStudent()
     initial = {k: v.clone() for k, v in straight.state_dict().items()}
@@ -551,3 +559,37 @@ def test_train_bc_resumes_from_its_checkpoint_bit_for_bit(name: str, tmp_path: P
     again = DictStudent()
     assert train_bc(again, data, config, checkpoint=ckpt) == expected
     torch.testing.assert_close(again.state_dict(), straight.state_dict(), rtol=0, atol=0)
+
+
+def test_lr_schedules_decay_to_zero_over_lr_epochs_and_stay_there() -> None:
+    for schedule in ("linear", "cosine"):
+        config = BCConfig(epochs=10, lr_schedule=schedule, lr_epochs=4)
+        factors = [lr_factor(config, e) for e in np.linspace(0, 6, 25)]
+        assert factors[0] == 1.0 and factors[8] == pytest.approx(0.5)  # half way: epoch 2
+        assert np.all(np.diff(factors) <= 0) and factors[16:] == [0.0] * 9
+    assert lr_factor(BCConfig(epochs=4, lr_schedule="linear"), 1.0) == 0.75  # over `epochs`
+    assert lr_factor(BCConfig(epochs=4), 3.9) == 1.0
+
+
+def test_a_decayed_step_size_moves_the_weights_less_and_zero_not_at_all() -> None:
+    data = linear_data(256)
+
+    def moved(**kwargs: object) -> list[float]:
+        torch.manual_seed(0)
+        student = nn.Linear(4, 2)
+        start = [p.detach().clone() for p in student.parameters()]
+        distances = []
+
+        def measure(row: dict[str, float]) -> None:
+            now = torch.cat([p.detach().flatten() for p in student.parameters()])
+            distances.append(float((now - torch.cat([p.flatten() for p in start])).norm()))
+
+        config = BCConfig(epochs=3, batch_size=32, learning_rate=0.05, **kwargs)  # type: ignore[arg-type]
+        train_bc(student, data, config, measure)
+        return distances
+
+    constant, linear = moved(), moved(lr_schedule="linear", lr_epochs=1)
+    # epoch 1 decays from the full step to 0, after it the weights stay where they are
+    assert 0 < linear[0] < constant[0]
+    assert linear[1] == linear[2] == linear[0]
+    assert constant[2] != constant[1]

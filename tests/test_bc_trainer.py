@@ -327,6 +327,9 @@ def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -
         ({"frame_store": {"observation": 0}}, "frame_store.observation must be"),
         ({"frame_store": [4]}, "frame_store"),
         ({"teacher_actions": "greedy"}, "teacher_actions must be one of"),
+        ({"lr_schedule": "step"}, "lr_schedule must be one of"),
+        ({"lr_epochs": -1}, "lr_epochs must be >= 0"),
+        ({"init": "no/such/run"}, "'init': no/such/run does not exist"),
         ({"dagger_actions": "stochastic"}, "dagger_actions: stochastic needs a Discrete"),
         ({"loss": "kl"}, "loss: kl needs a Discrete action space"),
         ({"loss": "kl", "temperature": 0}, "temperature must be > 0"),
@@ -461,3 +464,32 @@ def test_a_dagger_run_killed_between_rounds_resumes_bit_for_bit(tmp_path: Path) 
     for name in ("dagger-01.npz", "dagger-02.npz"):
         ours, theirs = (BCDataset.load(p / "data" / name) for p in (folder, straight.path))
         np.testing.assert_array_equal(ours.obs, theirs.obs)
+
+
+def test_a_warm_started_run_begins_where_its_init_ended_and_a_misfit_is_refused(
+    tmp_path: Path,
+) -> None:
+    first = zoo.train(write(tmp_path, SWINGUP), root=tmp_path / "first")
+    body = {**SWINGUP, "epochs": 2, "init": str(first.path), "lr_schedule": "cosine"}
+    warm = zoo.train(write(tmp_path, body), root=tmp_path / "warm")
+    cold = zoo.train(write(tmp_path, {**body, "init": None}), root=tmp_path / "cold")
+    first_rows, warm_rows, cold_rows = (read_progress(r.path) for r in (first, warm, cold))
+    # the same data (same seed): the warm student continues from the first run's best model
+    # (epoch 4's, the better of its two checks) and fits the data better than it did there,
+    # far better than a fresh student's first epoch
+    assert [r["test_mean"] != "" for r in first_rows].index(True) == 3
+    assert float(first_rows[3]["test_mean"]) > float(first_rows[7]["test_mean"])
+    assert float(warm_rows[0]["loss"]) < float(first_rows[3]["loss"])
+    assert float(warm_rows[0]["loss"]) < 0.3 * float(cold_rows[0]["loss"])
+    assert yaml.safe_load((warm.path / "config.yml").read_text())["swingup_bc"]["init"] == str(
+        first.path
+    )
+    # a state dict file names the weights directly; one of another student is refused
+    file_run = zoo.train(
+        write(tmp_path, {**body, "init": str(first.path / "model.pt")}), root=tmp_path / "file"
+    )
+    assert read_progress(file_run.path)[0]["loss"] != cold_rows[0]["loss"]
+    wide = {**SWINGUP, "policy_kwargs": {"net_arch": [32]}, "epochs": 1}
+    with pytest.raises(ConfigError, match=r"'init'.*does not fit"):
+        zoo.train(write(tmp_path, {**wide, "init": str(first.path)}), root=tmp_path / "wide")
+    assert not (tmp_path / "wide").exists() or not any((tmp_path / "wide").rglob("*.pt"))

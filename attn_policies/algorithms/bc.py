@@ -38,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -62,6 +63,7 @@ __all__ = [
     "RolloutCollector",
     "as_teacher",
     "collect_rollouts",
+    "lr_factor",
     "occlude_tokens",
     "sample_logits",
     "sb3_teacher",
@@ -90,6 +92,10 @@ class BCConfig:
         tokens_key: the Dict entry holding the tokens (``None``: the observation itself).
         epoch_samples: samples per epoch, a fresh random subset of the data each epoch
             (``0``: all of it), so that an epoch costs the same however large the data grows.
+        lr_schedule: ``"constant"``, or ``"linear"`` / ``"cosine"`` decay of the step size
+            from ``learning_rate`` to 0 over ``lr_epochs`` epochs (then 0), per batch. The step
+            size is a function of the epoch and batch alone, so a resumed run keeps it.
+        lr_epochs: the decay's length in epochs (``0``: ``epochs``).
         seed: seeds shuffling, noise and occlusion.
     """
 
@@ -104,6 +110,8 @@ class BCConfig:
     occlusion: float | tuple[float, float] = 0.0
     tokens_key: str | None = None
     epoch_samples: int = 0
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    lr_epochs: int = 0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -114,11 +122,35 @@ class BCConfig:
         require_sizes(batch_size=self.batch_size, epochs=self.epochs)
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
-        if self.grad_clip < 0 or self.prev_action_noise < 0 or self.epoch_samples < 0:
-            raise ValueError("grad_clip, prev_action_noise and epoch_samples must be >= 0")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(
+                f"lr_schedule must be one of {list(LR_SCHEDULES)}, got {self.lr_schedule!r}"
+            )
+        for name in ("grad_clip", "prev_action_noise", "epoch_samples", "lr_epochs"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         low, high = _ratio_range(self.occlusion)
         if not 0 <= low <= high < 1:
             raise ValueError(f"occlusion must lie in [0, 1), got {self.occlusion!r}")
+
+
+LR_SCHEDULES = ("constant", "linear", "cosine")
+
+
+def lr_factor(config: BCConfig, progress: float) -> float:
+    """The step size's share of ``learning_rate`` after ``progress`` epochs (fractional).
+
+    Example:
+        >>> config = BCConfig(epochs=4, lr_schedule="cosine")
+        >>> [round(lr_factor(config, e), 3) for e in (0, 2, 4, 5)]
+        [1.0, 0.5, 0.0, 0.0]
+    """
+    if config.lr_schedule == "constant":
+        return 1.0
+    done = min(progress / (config.lr_epochs or config.epochs), 1.0)
+    if config.lr_schedule == "linear":
+        return 1.0 - done
+    return 0.5 * (1.0 + math.cos(math.pi * done))
 
 
 def _ratio_range(occlusion: float | tuple[float, float]) -> tuple[float, float]:
@@ -655,9 +687,14 @@ def train_bc(
         history = json.loads(state["history"])
     student.train()
     sampler = BatchSampler(data, config)
+    n_samples = min(len(data), config.epoch_samples or len(data))
+    n_batches = -(-n_samples // config.batch_size)
     for epoch in range(len(history) + 1, config.epochs + 1):
         losses = []
-        for obs, targets, actions in sampler.epoch(rng, generator):
+        for batch, (obs, targets, actions) in enumerate(sampler.epoch(rng, generator)):
+            lr = config.learning_rate * lr_factor(config, epoch - 1 + batch / n_batches)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
             out = student(obs)
             if config.loss == "mse":
                 loss = F.mse_loss(out, targets.reshape(out.shape))

@@ -34,6 +34,10 @@ Keys besides the common ones::
     dagger_steps: 50000               # this many steps played by the student and labelled
     dagger_epochs: 2                  # by the teacher, then this many epochs on all data
     epoch_samples: 0                  # samples per epoch, a fresh random subset (0: all)
+    lr_schedule: constant             # linear / cosine: the step size decays to 0 over
+    lr_epochs: 0                      # this many epochs (0: all of the run's, rounds included)
+    init: null                        # warm start: a bc run folder (its best model) or a
+                                      # state dict file of the same student
     teacher_actions: deterministic    # stochastic: the recorded steps are played with actions
                                       # drawn from the teacher's softmax (the labels stay its
                                       # deterministic actions and logits; Discrete only)
@@ -101,7 +105,7 @@ from zoo.metrics import BC_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve, resolve_function
 from zoo.trainers import state_dict_file
 from zoo.trainers.base import ProgressTable, load_state_dict, save_state_dict
-from zoo.trainers.sb3_state import normalizer
+from zoo.trainers.sb3_state import normalizer, tensors_of
 from zoo.trainers.sb3_trainer import SB3Trainer
 
 KEYS: dict[str, tuple[type, ...] | None] = {
@@ -129,6 +133,9 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "dagger_steps": (int,),
     "dagger_epochs": (int,),
     "epoch_samples": (int,),
+    "lr_schedule": (str,),
+    "lr_epochs": (int,),
+    "init": (str,),
     "frame_store": (dict,),
     "teacher_actions": (str,),
     "dagger_actions": (str,),
@@ -281,6 +288,27 @@ def _student_parts(run: RunConfig) -> dict[str, Any]:
         skip=2,
     )
     return kwargs
+
+
+def init_student(run: RunConfig, student: BCStudent) -> BCStudent:
+    """``student`` with the weights ``init`` names (a bc run folder's best model, or a state
+    dict file of the same student, read as tensors only); unchanged without ``init``."""
+    if not run.body.get("init"):
+        return student
+    source = Path(run.body["init"])
+    if not source.exists():
+        raise ConfigError(f"{run.name}: 'init': {source} does not exist")
+    try:
+        file = state_dict_file(source, "best") if source.is_dir() else source
+    except FileNotFoundError as err:
+        raise ConfigError(f"{run.name}: 'init': {err}") from None
+    try:
+        student.load_state_dict(tensors_of(file))
+    except RuntimeError as err:
+        raise ConfigError(
+            f"{run.name}: 'init': {file} does not fit the run's student ({err})"
+        ) from None
+    return student
 
 
 def make_student(run: RunConfig) -> tuple[BCStudent, spaces.Space]:
@@ -552,12 +580,15 @@ class BCTrainer:
             _function(run, "teacher_obs", view_spec)
         bc_config(run)
         _student_parts(run)
+        if run.body.get("init") and not Path(run.body["init"]).exists():
+            raise ConfigError(f"{run.name}: 'init': {run.body['init']} does not exist")
         factory.resolve_wrappers(factory.wrapper_specs(run.body.get("env_wrapper")))
 
     def probe(self, run: RunConfig) -> None:
         """Build the student once: the extractor must fit the env's observation space, and
         sampled actions and the ``kl`` loss need a Discrete action space."""
-        _, action_space = make_student(run)
+        student, action_space = make_student(run)
+        init_student(run, student)
         factory.probe_eval_envs(run)
         sampled = [
             k for k in ("teacher_actions", "dagger_actions") if run.body.get(k) == "stochastic"
@@ -605,6 +636,7 @@ class BCTrainer:
             buffer.append(part)
         data = buffer.data
         student, action_space = make_student(run)
+        init_student(run, student)  # a resumed run's checkpoint replaces these weights
         agent = StudentAgent(student, action_space)
         done: int | None = None  # epochs in the checkpoint a resumed run continues from
         if resume and checkpoint.exists():
@@ -618,9 +650,10 @@ class BCTrainer:
             tests = [float(r["test_mean"]) for r in csv.DictReader(fh) if r["test_mean"]]
         best = max(tests, default=-np.inf)
         config = bc_config(run)
-        lines = progress.lines(
-            run.experiment, config.epochs + rounds * round_epochs, "epochs", done or 0
-        )
+        # the step size's schedule spans every epoch of the run, the rounds' included
+        total = config.epochs + rounds * round_epochs
+        config = dataclasses.replace(config, lr_epochs=config.lr_epochs or total)
+        lines = progress.lines(run.experiment, total, "epochs", done or 0)
         stopped = False
         test_mode = next(iter(run.eval.policies.values()))  # the first mode picks the best
 
