@@ -16,7 +16,8 @@ The authors' checkpoint is read from a run folder made by ``attn-zoo import`` (s
 README); it is not part of this repository.
 
 ``--upright`` plays the balancing task instead (``CartPoleSwingUpEnv(upright=True)``: starts
-``N(0, 0.2)`` around the pole up) and writes ``balance_upright.md``.
+``N(0, 0.2)`` around the pole up) and writes ``balance_upright.md``; ``--out=FILE`` writes the
+table to ``FILE`` instead.
 """
 
 from __future__ import annotations
@@ -84,10 +85,10 @@ def _num(x: float) -> str:
     return "-" if np.isnan(x) else f"{x:.1f}"
 
 
-def main(folders: list[str], upright: bool = False) -> None:
+def main(folders: list[str], upright: bool = False, out: str | None = None) -> None:
     torch.set_num_threads(1)
     task = "the balancing task (upright starts)" if upright else "CartPoleSwingUpHarder"
-    flag = "--upright " if upright else ""
+    flag = ("--upright " if upright else "") + (f"--out={out} " if out else "")
     lines = [
         f"# Where the return goes on {task} ({EPISODES} test episodes each; late = steps "
         f"{LATE}-{STEPS - 1} of the full episodes)",
@@ -107,13 +108,17 @@ def main(folders: list[str], upright: bool = False) -> None:
         )
         print(lines[-1], flush=True)
     name = "balance_upright.md" if upright else "balance.md"
-    (HERE / name).write_text("\n".join(lines) + "\n")
+    (Path(out) if out else HERE / name).write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
     upright = "--upright" in args
-    folders = [a for a in args if a != "--upright"]
-    if not folders:
-        sys.exit("usage: python results/cartpole_pi/balance.py [--upright] RUN [RUN ...]")
-    main(folders, upright)
+    out = next((a.split("=", 1)[1] for a in args if a.startswith("--out=")), None)
+    folders = [a for a in args if a != "--upright" and not a.startswith("--")]
+    unknown = [a for a in args if a.startswith("--") and a not in ("--upright", f"--out={out}")]
+    if not folders or unknown:
+        sys.exit(
+            "usage: python results/cartpole_pi/balance.py [--upright] [--out=FILE] RUN [RUN ...]"
+        )
+    main(folders, upright, out)
