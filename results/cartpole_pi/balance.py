@@ -17,7 +17,7 @@ README); it is not part of this repository.
 
 ``--upright`` plays the balancing task instead (``CartPoleSwingUpEnv(upright=True)``: starts
 ``N(0, 0.2)`` around the pole up) and writes ``balance_upright.md``; ``--out=FILE`` writes the
-table to ``FILE`` instead.
+table to ``FILE`` instead. A ``trials_<name>.npy`` file of ``trials.py`` stands for its agent.
 """
 
 from __future__ import annotations
@@ -38,7 +38,18 @@ STEPS = 1000
 LATE = 500
 
 
+TRIALS_BASE = "results/cartpole_pi/pi_warm_T300"  # the run whose policy and seeds a trial uses
+
+
 def play(folder: str, upright: bool = False) -> dict[str, float]:
+    """One row for a run folder, or for a trial's agent (``trials_<name>.npy``, float32
+    parameters of the AttentionNeuron agent, played on ``pi_warm_T300``'s test seeds)."""
+    if folder.endswith(".npy"):
+        handle = runs.load(TRIALS_BASE)
+        policy = get_trainer("cmaes").load(handle.path, handle.config, "best")
+        x = torch.as_tensor(np.load(folder, allow_pickle=False))
+        torch.nn.utils.vector_to_parameters(x, policy.parameters())
+        return play_policy(policy, handle.config.eval.test_seed, upright)
     handle = runs.load(folder)
     run = handle.config
     trainer = get_trainer(run.body["algo"])
