@@ -47,6 +47,29 @@ def load_state_dict(module: nn.Module, file: Path, what: str) -> nn.Module:
     return module
 
 
+def load_init(module: nn.Module, source: str | Path, run_name: str, what: str) -> nn.Module:
+    """``module`` with the weights of a config's ``init``: a run folder (its best model) or a
+    state dict file, read as tensors only. Any problem is one :class:`ConfigError` naming
+    ``init`` (a missing source or model, or tensors that do not fit the run's ``what``)."""
+    from zoo.trainers import state_dict_file
+    from zoo.trainers.sb3_state import tensors_of
+
+    source = Path(source)
+    if not source.exists():
+        raise ConfigError(f"{run_name}: 'init': {source} does not exist")
+    try:
+        file = state_dict_file(source, "best") if source.is_dir() else source
+    except FileNotFoundError as err:
+        raise ConfigError(f"{run_name}: 'init': {err}") from None
+    try:
+        module.load_state_dict(tensors_of(file))
+    except RuntimeError as err:
+        raise ConfigError(
+            f"{run_name}: 'init': {file} does not fit the run's {what} ({err})"
+        ) from None
+    return module
+
+
 def save_state_dict(module: nn.Module, file: Path) -> None:
     """``module``'s state dict, written atomically (a kill leaves the old file)."""
     with atomic_path(file) as tmp:

@@ -104,8 +104,8 @@ from zoo.evaluation import episode_lists, eval_json, evaluate_policy, summary
 from zoo.metrics import BC_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve, resolve_function
 from zoo.trainers import state_dict_file
-from zoo.trainers.base import ProgressTable, load_state_dict, save_state_dict
-from zoo.trainers.sb3_state import normalizer, tensors_of
+from zoo.trainers.base import ProgressTable, load_init, load_state_dict, save_state_dict
+from zoo.trainers.sb3_state import normalizer
 from zoo.trainers.sb3_trainer import SB3Trainer
 
 KEYS: dict[str, tuple[type, ...] | None] = {
@@ -295,20 +295,7 @@ def init_student(run: RunConfig, student: BCStudent) -> BCStudent:
     dict file of the same student, read as tensors only); unchanged without ``init``."""
     if not run.body.get("init"):
         return student
-    source = Path(run.body["init"])
-    if not source.exists():
-        raise ConfigError(f"{run.name}: 'init': {source} does not exist")
-    try:
-        file = state_dict_file(source, "best") if source.is_dir() else source
-    except FileNotFoundError as err:
-        raise ConfigError(f"{run.name}: 'init': {err}") from None
-    try:
-        student.load_state_dict(tensors_of(file))
-    except RuntimeError as err:
-        raise ConfigError(
-            f"{run.name}: 'init': {file} does not fit the run's student ({err})"
-        ) from None
-    return student
+    return load_init(student, run.body["init"], run.name, "student")
 
 
 def make_student(run: RunConfig) -> tuple[BCStudent, spaces.Space]:

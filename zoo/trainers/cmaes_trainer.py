@@ -74,7 +74,6 @@ from zoo.trainers.base import (
     save_state_dict,
     tensorboard,
 )
-from zoo.trainers.sb3_state import tensors_of
 
 ES_POLICIES: dict[str, str] = {
     "attention_neuron": "attn_policies.es_policies:AttentionNeuronPolicy",
@@ -241,17 +240,7 @@ def init_vector(run: RunConfig) -> np.ndarray | None:
     the run's policy), read as tensors only; ``None`` without ``init``."""
     if not run.body.get("init"):
         return None
-    source = Path(run.body["init"])
-    if not source.exists():
-        raise ConfigError(f"{run.name}: 'init': {source} does not exist")
-    file = state_dict_file(source, "best") if source.is_dir() else source
-    policy = policy_factory(run)()
-    try:
-        policy.load_state_dict(tensors_of(file))
-    except RuntimeError as err:
-        raise ConfigError(
-            f"{run.name}: 'init': {file} does not fit the run's policy ({err})"
-        ) from None
+    policy = base.load_init(policy_factory(run)(), run.body["init"], run.name, "policy")
     return policy.get_flat_parameters().detach().numpy().astype(np.float64)
 
 
