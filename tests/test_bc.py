@@ -491,6 +491,7 @@ def test_epoch_samples_draws_a_fresh_subset_of_that_size_each_epoch() -> None:
     epochs = [list(sampler.epoch(rng, g)) for _ in range(2)]
     for batches in epochs:
         assert [len(t) for _, t, _ in batches] == [16, 16, 8]
+        assert len(sampler) == len(batches)
     seen = [torch.cat([o for o, _, _ in batches]) for batches in epochs]
     assert len(torch.unique(seen[0], dim=0)) == 40  # no sample twice within an epoch
     assert not torch.equal(seen[0], seen[1])  # a different subset the next epoch
@@ -500,6 +501,7 @@ def test_epoch_samples_draws_a_fresh_subset_of_that_size_each_epoch() -> None:
     torch.testing.assert_close(seen[0], whole)
     big = BatchSampler(data, BCConfig(batch_size=64, epoch_samples=1000))  # more than the data
     assert sum(len(t) for _, t, _ in big.epoch(rng, g)) == 100
+    assert len(big) == len(list(big.epoch(rng, g))) == 2
 
 
 def test_rollout_collector_chunks_equal_one_collection() -> None:

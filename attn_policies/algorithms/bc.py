@@ -611,6 +611,11 @@ class BatchSampler:
                 obs[occluded] = self._tokens(occluded, index, ratio, generator)
         return obs, self.targets.take(index), self.actions.take(index)
 
+    def __len__(self) -> int:
+        """Batches in one :meth:`epoch`."""
+        samples = min(len(self.data), self.config.epoch_samples or len(self.data))
+        return -(-samples // self.config.batch_size)
+
     def epoch(
         self, rng: np.random.Generator, generator: torch.Generator
     ) -> Iterator[tuple[Any, Tensor, Tensor]]:
@@ -687,12 +692,10 @@ def train_bc(
         history = json.loads(state["history"])
     student.train()
     sampler = BatchSampler(data, config)
-    n_samples = min(len(data), config.epoch_samples or len(data))
-    n_batches = -(-n_samples // config.batch_size)
     for epoch in range(len(history) + 1, config.epochs + 1):
         losses = []
         for batch, (obs, targets, actions) in enumerate(sampler.epoch(rng, generator)):
-            lr = config.learning_rate * lr_factor(config, epoch - 1 + batch / n_batches)
+            lr = config.learning_rate * lr_factor(config, epoch - 1 + batch / len(sampler))
             for group in optimizer.param_groups:
                 group["lr"] = lr
             out = student(obs)
