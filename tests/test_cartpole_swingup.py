@@ -314,6 +314,43 @@ def test_upright_reset_is_the_same_draws_around_the_pole_up(harder: bool) -> Non
     assert listed.reset(seed=[7, 8, 9])[0][:, 2].mean() > 0  # cos θ: the pole is up
 
 
+@pytest.mark.parametrize("harder", [False, True])
+def test_upright_share_mixes_the_two_starts_with_the_same_draws(harder: bool) -> None:
+    """``upright_share`` puts about that share of the starts around the pole up; each start is
+    one of the two centres with the same offsets, and per-copy seeds give the single env's
+    start, so an ES population shares its mixed tasks."""
+    venv = CartPoleSwingUpVectorEnv(4000, harder=harder, upright_share=0.3)
+    venv.reset(seed=5)
+    theta = venv.state[:, 2]
+    up = np.abs(theta) < np.pi / 2 + 1e-9 if harder else np.abs(theta) < 1.2
+    assert abs(up.mean() - 0.3) < 0.03
+    single = CartPoleSwingUpEnv(harder=harder, upright_share=0.3)
+    listed = CartPoleSwingUpVectorEnv(4, harder=harder, upright_share=0.3)
+    obs, _ = listed.reset(seed=[3, 4, 3, 9])
+    for i, seed in enumerate([3, 4, 3, 9]):
+        np.testing.assert_array_equal(obs[i], single.reset(seed=seed)[0])
+
+
+@pytest.mark.parametrize("share, upright", [(0.0, False), (1.0, True)])
+def test_upright_share_at_its_ends_is_the_old_setting(share: float, upright: bool) -> None:
+    a = CartPoleSwingUpVectorEnv(50, harder=True, upright_share=share)
+    b = CartPoleSwingUpVectorEnv(50, harder=True, upright=upright)
+    np.testing.assert_array_equal(a.reset(seed=1)[0], b.reset(seed=1)[0])
+    for _ in range(3):  # autoresets draw the same stream too
+        a.step(np.ones(50))
+        b.step(np.ones(50))
+    np.testing.assert_array_equal(a.state, b.state)
+
+
+@pytest.mark.parametrize("env_class", [CartPoleSwingUpEnv, CartPoleSwingUpVectorEnv])
+def test_bad_upright_share_is_refused(env_class) -> None:
+    args = (2,) if env_class is CartPoleSwingUpVectorEnv else ()
+    with pytest.raises(ValueError, match=r"upright_share must be in \[0, 1\], got 1.5"):
+        env_class(*args, upright_share=1.5)
+    with pytest.raises(ValueError, match="not both"):
+        env_class(*args, upright=True, upright_share=0.5)
+
+
 def test_upright_start_pays_about_one_a_step() -> None:
     env = CartPoleSwingUpEnv(upright=True)
     obs, _ = env.reset(seed=0)

@@ -18,7 +18,7 @@ import zoo
 from attn_envs import DuplicateObservation
 from attn_policies.es_policies import AttentionNeuronPolicy, FNNPolicy
 from zoo.config import ConfigError
-from zoo.trainers import get_trainer
+from zoo.trainers import cmaes_trainer, get_trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 FITNESS = ("generation", "env_steps", "fitness_best", "fitness_mean", "fitness_worst", "sigma")
@@ -297,3 +297,17 @@ def test_interrupted_run_with_only_a_best_model_evaluates(tmp_path: Path) -> Non
     (run.path / "model.pt").unlink()  # as after Ctrl-C: periodic tests kept best_model.pt only
     result = zoo.evaluate(run.path, n_episodes=2)
     assert result["model"] == "best_model.pt" and "last_model" not in result
+
+
+def test_train_env_kwargs_apply_to_fitness_rollouts_only(tmp_path: Path) -> None:
+    overrides = {"train_env_kwargs": {"upright_share": 1.0}}
+    (config,) = zoo.load_runs("cartpole_fnn", budget="smoke", overrides=overrides)
+    train_env = cmaes_trainer.rollout_spec(config, training=True).make_vector_env(64)
+    test_env = cmaes_trainer.rollout_spec(config).make_vector_env(64)
+    cos_train = train_env.reset(seed=list(range(64)))[0][:, 2]
+    cos_test = test_env.reset(seed=list(range(64)))[0][:, 2]
+    assert (cos_train >= 0).all() and (cos_test <= 0).all()  # Harder starts hang below
+    run = zoo.train("cartpole_fnn", budget="smoke", overrides=overrides, root=tmp_path)
+    assert run.config.body["train_env_kwargs"] == {"upright_share": 1.0}
+    fitness = [float(r["fitness_best"]) for r in progress(run.path)]
+    assert min(fitness) > run.eval["policies"]["deterministic"]["mean_reward"]

@@ -34,7 +34,12 @@ def test_every_budget_resolves_and_validates(name: str) -> None:
 
 
 # What a budget's size is measured in, per algo (SB3 algorithms and bc: n_timesteps).
-LENGTH_KEYS = {"classifier": "iterations", "cmaes": "n_generations", "dagger": "n_rounds"}
+LENGTH_KEYS = {
+    "classifier": "iterations",
+    "cmaes": "n_generations",
+    "dagger": "n_rounds",
+    "apg": "n_updates",
+}
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
@@ -72,6 +77,8 @@ def test_smoke_trains_every_cell(name: str, tmp_path: Path) -> None:
             assert run.status["generation"] == run.config.body["n_generations"]
         elif run.config.algo == "dagger":
             assert run.status["round"] == run.config.body["n_rounds"]
+        elif run.config.algo == "apg":
+            assert run.status["update"] == run.config.body["n_updates"]
         else:
             assert run.status["num_timesteps"] >= run.config.body["n_timesteps"]
             for summary in result["policies"].values():

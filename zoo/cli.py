@@ -62,6 +62,9 @@ def _run_size(run: RunConfig) -> tuple[int, str]:
         return 0, f"{int(body.get('n_generations', 0)):,} generations x {episodes:,} episodes"
     if run.algo == "classifier":
         return 0, f"{int(body.get('iterations', 0)):,} iterations"
+    if run.algo == "apg":
+        size = f"{int(body.get('batch_size', 128)):,} x {int(body.get('window', 100)):,} steps"
+        return 0, f"{int(body.get('n_updates', 0)):,} updates of {size}"
     if run.algo == "dagger":
         episodes = int(body.get("n_envs", 64))
         return 0, f"{int(body.get('n_rounds', 0)):,} rounds x {episodes:,} episodes"

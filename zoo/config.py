@@ -15,7 +15,7 @@ level) plus four of ours:
     variable (``game: [Pong, Breakout]`` with ``env: ALE/{game}-v5``) or named variants.
 ``algo``
     the trainer (:mod:`zoo.trainers`): ``ppo``, ``a2c``, ``dqn``, ``double_dqn``, ``qrdqn``,
-    ``recurrent_ppo``, ``classifier``, ``cmaes``, ``bc``, ``dagger``.
+    ``recurrent_ppo``, ``classifier``, ``cmaes``, ``bc``, ``dagger``, ``apg``.
 
 How budgets, ``--set`` overrides, the matrix and ``{game}`` / ``{seed}`` templates combine is
 written down, with checked examples, in :mod:`zoo.config_merge`; the checks every run passes

@@ -21,7 +21,8 @@ Metric names:
 - ``fitness/{best,mean,worst}``, ``cmaes/{best_ever,sigma}`` (CMA-ES generations);
 - ``train/loss``, ``dagger/beta`` (DAgger rounds); ``bc/loss``, ``bc/test_mean_reward``
   (BC epochs: the step counts epochs, not env steps);
-- ``classifier/{loss,train_accuracy,test_accuracy}`` (classifier iterations).
+- ``classifier/{loss,train_accuracy,test_accuracy}`` (classifier iterations);
+- ``apg/{cost,grad_norm,restarts,learning_rate}`` (analytic policy gradient updates).
 
 Rows are appended and flushed as they are logged, so a killed run keeps what it logged; a
 resumed run first drops the rows past its checkpoint's step. :func:`read_metrics` returns the
@@ -312,6 +313,14 @@ DAGGER_METRICS = {
     "test_std": "eval/test/std_reward",
 }
 BC_METRICS = {"loss": "bc/loss", "test_mean": "bc/test_mean_reward"}
+APG_METRICS = {
+    "cost": "apg/cost",
+    "grad_norm": "apg/grad_norm",
+    "restarts": "apg/restarts",
+    "learning_rate": "apg/learning_rate",
+    "test_mean": "eval/test/mean_reward",
+    "test_std": "eval/test/std_reward",
+}
 CLASSIFIER_METRICS = {
     "loss": "classifier/loss",
     "train_accuracy": "classifier/train_accuracy",
@@ -321,6 +330,7 @@ CLASSIFIER_METRICS = {
 _OLD_PROGRESS: tuple[tuple[str, str, tuple[str, ...], dict[str, str]], ...] = (
     ("generation", "env_steps", ("time_ask_tell", "time_evaluate"), CMAES_METRICS),
     ("round", "env_steps", ("seconds",), DAGGER_METRICS),
+    ("update", "env_steps", ("seconds",), APG_METRICS),
     ("epoch", "epoch", (), BC_METRICS),
     ("iteration", "iteration", (), CLASSIFIER_METRICS),  # classifier history.csv
 )

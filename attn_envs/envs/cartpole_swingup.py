@@ -172,6 +172,29 @@ def sample_initial_states(
     return centre + rng.standard_normal(size=(n, 4)) * _EASY_STD
 
 
+def _check_share(upright: bool, upright_share: float) -> float:
+    share = float(upright_share)
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"upright_share must be in [0, 1], got {upright_share!r}")
+    if upright and share:
+        raise ValueError("give upright=True or an upright_share, not both")
+    return share
+
+
+def _draw_starts(
+    rng: np.random.Generator, n: int, harder: bool, upright: bool, upright_share: float
+) -> FloatArray:
+    """:func:`sample_initial_states`, each start then around the pole up with probability
+    ``upright_share`` (one more draw per start, only when the share is strictly between 0 and
+    1, so the other settings keep their streams)."""
+    if upright_share >= 1.0:
+        return sample_initial_states(rng, n, harder, True)
+    starts = sample_initial_states(rng, n, harder, upright)
+    if upright_share > 0.0:
+        starts[rng.random(n) < upright_share, 2] -= np.pi  # same draws around θ = 0
+    return starts
+
+
 def _single_observation_space() -> spaces.Box:
     big = np.finfo(np.float32).max  # the original's bound; ±inf would trip the env checkers
     high = np.array([big, big, 1.0, 1.0, big], dtype=np.float32)
@@ -247,6 +270,9 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         render_mode: ``None`` or ``"rgb_array"`` (600x400 frames from :func:`render_frame`).
         upright: start around the pole up (θ = 0) instead of hanging (θ = π), with the same
             spread: a balancing task, e.g. the first stage of a curriculum.
+        upright_share: the probability that a start is upright (0: none, as ``upright=False``;
+            1: all, as ``upright=True``); a mixed training task where holding the pole pays
+            before the swing-up's catch is found. Not with ``upright=True``.
 
     Attributes:
         state: The float64 state ``[x, x_dot, theta, theta_dot]``, ``None`` before ``reset``.
@@ -270,6 +296,7 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         max_episode_steps: int = 1000,
         render_mode: str | None = None,
         upright: bool = False,
+        upright_share: float = 0.0,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
@@ -277,6 +304,7 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
                 f"got {render_mode!r}"
             )
         self.harder, self.upright = bool(harder), bool(upright)
+        self.upright_share = _check_share(self.upright, upright_share)
         self.max_episode_steps = require_int(max_episode_steps, "max_episode_steps")
         self.render_mode = render_mode
         self.observation_space = _single_observation_space()
@@ -290,7 +318,8 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         super().reset(seed=seed)
         state = _state_option(options, (4,))
         if state is None:
-            state = sample_initial_states(self.np_random, 1, self.harder, self.upright)[0]
+            share = self.upright_share
+            state = _draw_starts(self.np_random, 1, self.harder, self.upright, share)[0]
         self.state = state
         self.steps = 0
         return swingup_observation(self.state), {}
@@ -346,6 +375,7 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         max_episode_steps: Truncation step of every copy.
         autoreset: NEXT_STEP autoreset if True, freeze finished copies if False.
         upright: Start around the pole up, as :class:`CartPoleSwingUpEnv`.
+        upright_share: Probability that a start is upright, as :class:`CartPoleSwingUpEnv`.
 
     Attributes:
         done: Bool mask ``(B,)`` of copies that ended and were not reset yet.
@@ -370,9 +400,11 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         max_episode_steps: int = 1000,
         autoreset: bool = True,
         upright: bool = False,
+        upright_share: float = 0.0,
     ) -> None:
         self.num_envs = require_int(num_envs, "num_envs")
         self.harder, self.upright = bool(harder), bool(upright)
+        self.upright_share = _check_share(self.upright, upright_share)
         self.max_episode_steps = require_int(max_episode_steps, "max_episode_steps")
         self.autoreset = bool(autoreset)
         mode = AutoresetMode.NEXT_STEP if self.autoreset else AutoresetMode.DISABLED
@@ -387,7 +419,7 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         self.done = np.zeros(self.num_envs, dtype=np.bool_)
 
     def _starts(self, rng: np.random.Generator, n: int) -> FloatArray:
-        return sample_initial_states(rng, n, self.harder, self.upright)
+        return _draw_starts(rng, n, self.harder, self.upright, self.upright_share)
 
     @property
     def state(self) -> FloatArray | None:

@@ -21,7 +21,7 @@ SB3_ALGOS = ("ppo", "a2c", "dqn", "double_dqn", "qrdqn", "recurrent_ppo")
 
 def get_trainer(algo: str) -> Any:
     """The trainer for an ``algo`` value (SB3 algorithms, import paths, ``classifier``,
-    ``cmaes``, ``bc``, ``dagger``)."""
+    ``cmaes``, ``bc``, ``dagger``, ``apg``)."""
     if algo == "classifier":
         from zoo.trainers.classifier_trainer import ClassifierTrainer
 
@@ -30,6 +30,10 @@ def get_trainer(algo: str) -> Any:
         from zoo.trainers.cmaes_trainer import CMAESZooTrainer
 
         return CMAESZooTrainer()
+    if algo == "apg":
+        from zoo.trainers.apg_trainer import APGZooTrainer
+
+        return APGZooTrainer()
     if algo == "bc":
         from zoo.trainers.bc_trainer import BCTrainer
 
@@ -42,7 +46,7 @@ def get_trainer(algo: str) -> Any:
         from zoo.trainers.sb3_trainer import SB3Trainer
 
         return SB3Trainer()
-    known = (*SB3_ALGOS, "classifier", "cmaes", "bc", "dagger")
+    known = (*SB3_ALGOS, "classifier", "cmaes", "bc", "dagger", "apg")
     raise ConfigError(
         f"unknown algo {algo!r}.{nearest(algo, known)} Known: {', '.join(known)}, "
         "or an import path to an SB3 algorithm class."

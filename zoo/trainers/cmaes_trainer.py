@@ -4,6 +4,8 @@ Keys besides the common ones::
 
     env: attn_envs/CartPoleSwingUpHarder-v0
     env_kwargs: {}
+    train_env_kwargs: {}              # more env kwargs for fitness rollouts only (not tests),
+                                      # e.g. {upright_share: 0.5} for E3's curriculum
     env_wrapper: []                   # gymnasium wrappers, as for SB3 runs
     train_env_wrapper: []             # more wrappers for fitness rollouts only (not tests)
     policy: attention_neuron_cartpole # a name below or an import path ("module:Class.preset")
@@ -86,6 +88,7 @@ ES_POLICIES: dict[str, str] = {
 KEYS: dict[str, tuple[type, ...] | None] = {
     "env": (str,),
     "env_kwargs": (dict,),
+    "train_env_kwargs": (dict,),
     "env_wrapper": None,
     "train_env_wrapper": None,
     "policy": (str,),
@@ -213,13 +216,16 @@ def rollout_spec(
 ) -> RolloutSpec:
     """How the run's episodes are played: policy, (vector) env, action map, step cap.
 
-    ``training`` adds ``train_env_wrapper`` (e.g. E6's early end of hopeless episodes).
+    ``training`` adds ``train_env_wrapper`` (e.g. E6's early end of hopeless episodes) and
+    ``train_env_kwargs`` (over ``env_kwargs``).
     """
     env_id = run.body["env"]
     wrappers = factory.wrapper_specs(run.body.get("env_wrapper"))
     if training:
         wrappers += factory.wrapper_specs(run.body.get("train_env_wrapper"), "train_env_wrapper")
     env_kwargs = dict(run.body.get("env_kwargs") or {})
+    if training:
+        env_kwargs |= run.body.get("train_env_kwargs") or {}
     action_fn = run.body.get("action_fn")
     common: dict[str, Any] = {
         "policy_fn": policy_factory(run),

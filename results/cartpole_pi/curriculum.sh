@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# E3 (issue 12): the curriculum from scratch as zoo runs, one folder per stage (see the
+# cartpole_pi_hold / _catch / _tune configs in zoo/configs/cartpole_pi.yml).
+#   bash results/cartpole_pi/curriculum.sh [TUNE_STAGES] [ROOT]
+# TUNE_STAGES (default 6) sep-CMA-ES restarts on the true task follow the hold and catch
+# stages; ROOT (default runs/cartpole_pi_curriculum) holds 1_hold, 2_catch, 3_tune, ...
+# Run it again after a stop: finished stages are skipped, an interrupted one resumes.
+set -euo pipefail
+tune=${1:-6}
+root=${2:-runs/cartpole_pi_curriculum}
+export OMP_NUM_THREADS=1
+start=$(date +%s)
+
+stage() {  # stage FOLDER EXPERIMENT [KEY=VALUE ...]
+  local dir=$1 name=$2
+  shift 2
+  if [[ -f $dir/model.pt ]]; then
+    echo "$dir: done"
+  elif [[ -f $dir/config.yml ]]; then
+    attn-zoo train --resume "$dir" --no-progress
+  else
+    attn-zoo train "$name" --budget cpu --run-dir "$dir" --no-progress ${1:+--set "$@"}
+  fi
+  echo "$dir: finished, $(( ($(date +%s) - start) / 60 )) min since this script started"
+}
+
+stage "$root/1_hold" cartpole_pi_hold
+stage "$root/2_catch" cartpole_pi_catch "init=$root/1_hold"
+previous=$root/2_catch
+for ((k = 3; k < 3 + tune; k++)); do
+  stage "$root/${k}_tune" cartpole_pi_tune "init=$previous"
+  previous=$root/${k}_tune
+done
+attn-zoo evaluate "$previous" --episodes 1000

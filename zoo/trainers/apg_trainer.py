@@ -1,0 +1,276 @@
+"""Analytic policy gradients through a differentiable env model (``algo: apg``, issue 12).
+
+The first stage of E3's curriculum: an ES policy learns to hold the pole up on the balancing
+task's starts by Adam through CartPoleSwingUp's torch physics
+(:mod:`attn_envs.envs.cartpole_swingup_torch`), on a quadratic cost whose optimum is holding
+(the task's reward pays a spinning pole almost as well); CMA-ES stages (``algo: cmaes`` with
+``init:`` naming this run's folder) then learn the swing-up. See
+:mod:`attn_policies.algorithms.apg` for the algorithm.
+
+Keys besides the common ones::
+
+    env: attn_envs/CartPoleSwingUp-v0  # a CartPoleSwingUp id (its physics has a torch twin)
+    env_kwargs: {upright: true}        # the starts (upright: the balancing task; the tests
+                                       # play the same env)
+    policy: attention_neuron_cartpole  # named as for algo: cmaes
+    policy_kwargs: {}
+    init: null                         # warm start, as for algo: cmaes; null: fresh weights
+                                       # drawn with the run's seed
+    n_updates: 1000
+    batch_size: 128                    # episodes side by side
+    window: 100                        # steps per update (truncated backprop through time)
+    episode_steps: 1000                # a multiple of window
+    learning_rate: 0.001
+    lr_schedule: constant              # or cosine: the step falls to 0 over the n_updates
+    max_grad_norm: 1.0
+    shuffle_inputs: true               # one input order per episode and copy
+    cost: {x: 0.25, theta_dot: 0.01, x_dot: 0.01}   # weights of the quadratic cost
+    torch_threads: 1
+    eval: {freq: 100, n_episodes: 500, final_episodes: 1000}   # freq counts updates
+
+The run folder holds ``model.pt`` (the last policy) and ``best_model.pt`` (the best test
+return), state dicts of the policy as ``algo: cmaes`` writes them, so ``attn-zoo evaluate``,
+``record`` and a CMA-ES run's ``init:`` read it; ``metrics.csv``, ``progress.csv`` (update,
+env steps, cost, gradient norm, share of copies restarted, test return),
+``evaluations.json``, ``eval.json`` and ``checkpoints/`` (policy and Adam state, the
+generator's state), written after every episode (``episode_steps / window`` updates).
+``--resume`` continues bit for bit from the last finished episode.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from attn_envs.envs.cartpole_swingup_torch import CartPoleHoldTask
+from attn_policies.algorithms.apg import APGConfig, APGTrainer
+from attn_policies.algorithms.es_eval import BatchedEvaluator
+from attn_policies.atomic import atomic_write
+from zoo import factory
+from zoo import progress as zoo_progress
+from zoo.config import ConfigError, RunConfig, check_type, nearest
+from zoo.metrics import APG_METRICS, MetricsLogger, renamed
+from zoo.trainers import base, cmaes_trainer
+from zoo.trainers.base import ProgressTable, read_json, save_state_dict
+from zoo.trainers.cmaes_trainer import CMAESZooTrainer
+
+KEYS: dict[str, tuple[type, ...] | None] = {
+    "env": (str,),
+    "env_kwargs": (dict,),
+    "policy": (str,),
+    "policy_kwargs": (dict,),
+    "init": (str,),
+    "n_updates": (int,),
+    "batch_size": (int,),
+    "window": (int,),
+    "episode_steps": (int,),
+    "learning_rate": (float, int),
+    "lr_schedule": (str,),
+    "max_grad_norm": (float, int),
+    "shuffle_inputs": (bool,),
+    "cost": (dict,),
+    "max_episode_steps": (int,),
+    "torch_threads": (int,),
+}
+# env ids whose physics has a torch twin
+DIFFERENTIABLE = ("attn_envs/CartPoleSwingUp-v0", "attn_envs/CartPoleSwingUpHarder-v0")
+START_KWARGS = ("harder", "upright")
+COST_KEYS = {"x": "x_weight", "theta_dot": "theta_dot_weight", "x_dot": "x_dot_weight"}
+PROGRESS_FIELDS = [
+    "update",
+    "env_steps",
+    "cost",
+    "grad_norm",
+    "restarts",
+    "learning_rate",
+    "seconds",
+    "test_mean",
+    "test_std",
+]
+CHECKPOINT_ERRORS = (OSError, ValueError, KeyError, RuntimeError, TypeError, EOFError)
+
+
+def hold_task(run: RunConfig) -> CartPoleHoldTask:
+    """The differentiable twin of the run's env, with the run's cost weights."""
+    env_id = run.body["env"]
+    if env_id not in DIFFERENTIABLE:
+        raise ConfigError(
+            f"{run.name}: algo apg needs an env with torch physics ({', '.join(DIFFERENTIABLE)})"
+            f", got {env_id!r}.{nearest(env_id, DIFFERENTIABLE)}"
+        )
+    kwargs = {**factory.env_spec(env_id).kwargs, **(run.body.get("env_kwargs") or {})}
+    for key in kwargs:
+        if key not in (*START_KWARGS, "max_episode_steps"):
+            raise ConfigError(
+                f"{run.name}: algo apg's env takes only {', '.join(START_KWARGS)} in "
+                f"env_kwargs (the torch physics has no {key!r})"
+            )
+    weights = {}
+    for key, value in (run.body.get("cost") or {}).items():
+        if key not in COST_KEYS:
+            raise ConfigError(
+                f"{run.name}: unknown cost weight {key!r}.{nearest(str(key), COST_KEYS)} "
+                f"Known: {', '.join(COST_KEYS)}"
+            )
+        check_type(run.name, f"cost.{key}", value, (float, int))
+        weights[COST_KEYS[key]] = float(value)
+    return CartPoleHoldTask(
+        harder=bool(kwargs.get("harder")), upright=bool(kwargs.get("upright")), **weights
+    )
+
+
+SCHEDULES = ("constant", "cosine")
+
+
+def apg_config(run: RunConfig) -> APGConfig:
+    body = run.body
+    schedule = body.get("lr_schedule", "constant")
+    if schedule not in SCHEDULES:
+        raise ConfigError(
+            f"{run.name}: lr_schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}."
+            f"{nearest(schedule, SCHEDULES)}"
+        )
+    try:
+        return APGConfig(
+            batch_size=body.get("batch_size", 128),
+            window=body.get("window", 100),
+            episode_steps=body.get("episode_steps", 1000),
+            learning_rate=float(body.get("learning_rate", 1e-3)),
+            decay_updates=int(body["n_updates"]) if schedule == "cosine" else 0,
+            max_grad_norm=float(body.get("max_grad_norm", 1.0)),
+            shuffle_inputs=bool(body.get("shuffle_inputs", True)),
+            seed=run.seed,
+        )
+    except ValueError as err:
+        raise ConfigError(f"{run.name}: {err}") from None
+
+
+def initial_policy(run: RunConfig) -> nn.Module:
+    """Fresh weights drawn with the run's seed, or those ``init`` names."""
+    with torch.random.fork_rng():
+        torch.manual_seed(run.seed)
+        policy = cmaes_trainer.policy_factory(run)()
+    if run.body.get("init"):
+        base.load_init(policy, run.body["init"], run.name, "policy")
+    return policy
+
+
+class APGZooTrainer(CMAESZooTrainer):
+    """Trains an ES policy by analytic policy gradients; loading and evaluation are those of
+    ``algo: cmaes``."""
+
+    def config_keys(self, body: dict[str, Any]) -> dict[str, Any]:
+        return KEYS
+
+    def validate(self, run: RunConfig) -> None:
+        for key, types in KEYS.items():
+            check_type(run.name, key, run.body.get(key), types)
+        for key in ("env", "policy", "n_updates"):
+            if key not in run.body:
+                raise ConfigError(f"{run.name}: missing required key {key!r}")
+        hold_task(run)
+        apg_config(run)
+        cmaes_trainer.policy_builder(run)
+        if not run.body.get("init") or Path(run.body["init"]).exists():
+            initial_policy(run)
+
+    def probe(self, run: RunConfig) -> None:
+        """The policy fits the env (one step of the numpy env and of its torch twin)."""
+        super().probe(run)
+        task, policy = hold_task(run), initial_policy(run)
+        state = torch.as_tensor(task.starts(np.random.default_rng(0), 1), dtype=torch.float32)
+        try:
+            with torch.no_grad():
+                action, _ = policy(task.observe(state), None)
+                task.step(state, action)
+        except Exception as err:
+            raise ConfigError(f"{run.name}: the policy does not fit the torch env: {err}") from err
+
+    def train(
+        self,
+        handle: Any,
+        callbacks: Sequence[Any] = (),
+        progress_bar: bool = False,
+        resume: bool = False,
+    ) -> int:
+        run: RunConfig = handle.config
+        path = Path(handle.path)
+        ckpt = path / "checkpoints"
+        n_updates = int(run.body["n_updates"])
+        policy = initial_policy(run)
+        trainer = APGTrainer(policy, hold_task(run), apg_config(run))
+        evaluations: list[dict[str, Any]] = []
+        if resume and (ckpt / "trainer.json").exists():  # killed before episode 1: start over
+            try:
+                trainer.restore(ckpt)
+            except CHECKPOINT_ERRORS as err:
+                raise ConfigError(f"{ckpt}: unreadable APG checkpoint ({err})") from None
+            if (path / "evaluations.json").exists():
+                evaluations = read_json(path / "evaluations.json")
+            evaluations = [e for e in evaluations if e["update"] <= trainer.updates]
+            handle.write_status(num_timesteps=trainer.env_steps, update=trainer.updates)
+        done = trainer.updates if resume else None
+        progress = ProgressTable(path / "progress.csv", PROGRESS_FIELDS, "update", done)
+        metrics = MetricsLogger(path, trainer.env_steps if resume else None)
+        tester = BatchedEvaluator(cmaes_trainer.rollout_spec(run)) if run.eval.freq else None
+        bar = base.progress_bar(progress_bar, n_updates, trainer.updates, "update")
+        zoo_progress.announce(path, resume=resume)
+        lines = zoo_progress.lines(run.experiment, n_updates, "updates", trainer.updates)
+        seeds = [run.eval.seed + i for i in range(run.eval.n_episodes)]
+        try:
+            while trainer.updates < n_updates:
+                start = time.perf_counter()
+                record = trainer.step()
+                record["seconds"] = round(time.perf_counter() - start, 3)
+                if tester is not None and trainer.updates % run.eval.freq == 0:
+                    flat = nn.utils.parameters_to_vector(policy.parameters()).detach()
+                    returns = tester.evaluate(flat[None].numpy(), seeds)[0]
+                    record["test_mean"], record["test_std"] = returns.mean(), returns.std()
+                    best = max((e["test_mean"] for e in evaluations), default=-np.inf)
+                    evaluations.append(
+                        {
+                            "update": trainer.updates,
+                            "env_steps": trainer.env_steps,
+                            "test_mean": float(record["test_mean"]),
+                            "test_std": float(record["test_std"]),
+                        }
+                    )
+                    if record["test_mean"] >= best:  # ties go to the later model
+                        save_state_dict(policy, path / "best_model.pt")
+                    atomic_write(path / "evaluations.json", json.dumps(evaluations, indent=1))
+                progress.write(record)
+                metrics.log(trainer.env_steps, renamed(record, APG_METRICS))
+                if trainer.at_episode_start:
+                    trainer.save(ckpt)
+                    handle.write_status(num_timesteps=trainer.env_steps, update=trainer.updates)
+                if lines is not None:
+                    lines.update(trainer.updates, _latest(record, evaluations))
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(cost=f"{record['cost']:.3f}")
+                if not all(cb(record) is not False for cb in callbacks):
+                    break
+        finally:
+            metrics.close()
+            if bar is not None:
+                bar.close()
+            if tester is not None:
+                tester.close()
+        if lines is not None:
+            lines.close(trainer.updates)
+        save_state_dict(policy, path / "model.pt")
+        return trainer.env_steps
+
+
+def _latest(record: dict[str, Any], evaluations: list[dict[str, Any]]) -> str:
+    text = f"cost {record['cost']:.4f}"
+    if evaluations:
+        text += f", test {evaluations[-1]['test_mean']:.1f} at update {evaluations[-1]['update']}"
+    return text
