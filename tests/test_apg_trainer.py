@@ -41,6 +41,7 @@ def test_smoke_hold_then_catch_and_tune_from_it(tmp_path: Path) -> None:
     policy = hold.model()
     assert isinstance(policy, AttentionNeuronPolicy) and policy.num_parameters == 913
     assert zoo.evaluate(hold.path)["policies"] == hold.eval["policies"]
+    assert hold.eval["updates"] == 4 and "generations" not in hold.eval
     # the tests play the run's env: upright starts, which pay about 1 a step at first
     assert hold.eval["policies"]["deterministic"]["mean_reward"] > 0.5 * 30
 

@@ -41,7 +41,8 @@ sees the rail. ``--soft`` weighs each step's reward by a smooth survival instead
 running product of ``sigmoid((2.4 - |x|) / 0.05)`` over the window's steps, so that crossing
 the rail costs the rest of the window's reward, as the real cut does, and the gradient sees it.
 ``--upright``: every window starts at step 0 from the balancing task's starts (no prefix), to
-learn holding and centring the cart; ``--window=STEPS`` sets the window (150);
+learn holding and centring the cart; ``--window=STEPS`` sets the window (150); ``--lr=LR``
+Adam's step (1e-3, 3e-4 with a teacher);
 ``--from=NAME`` starts from trial ``NAME``'s final agent instead of ``pi_warm_T300``.
 
 ``python results/cartpole_pi/trials.py hold [UPDATES] [--window=STEPS] [--chunks] [--x-cost=W]
@@ -207,6 +208,7 @@ def apg(
     upright: bool = False,
     window: int = 150,
     x0: np.ndarray | None = None,
+    lr: float | None = None,
 ) -> np.ndarray:
     batch = 128
     policy, run = load(START)
@@ -215,7 +217,8 @@ def apg(
     teacher = load(TEACHER)[0] if teacher_share else None
     test = BatchedEvaluator(RolloutSpec(policy_fn=policy_factory(run), vector_env_fn=swingup_env))
     seeds = [run.eval.test_seed + i for i in range(CHECK)]
-    optimizer = torch.optim.Adam(policy.parameters(), lr=3e-4 if teacher_share else 1e-3)
+    lr = lr if lr is not None else 3e-4 if teacher_share else 1e-3
+    optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
     rng = np.random.default_rng(0)
     rows.append({"update": 0, "test": float(test.evaluate(flat(policy)[None], seeds).mean())})
     start = time.time()
@@ -373,7 +376,7 @@ def main(args: list[str]) -> None:
             "usage: trials.py shaped [GENERATIONS] [--from-zero]"
             " | cma NAME [GENERATIONS] [--shaped|--upright-mix]"
             " | apg [UPDATES] [--teacher|--mix] [--through|--soft] [--upright]"
-            " [--window=STEPS] [--from=NAME]"
+            " [--window=STEPS] [--lr=LR] [--from=NAME]"
             " | hold [UPDATES] [--window=STEPS] [--chunks] [--x-cost=W] [--lr=LR] [--best]"
             " [--from=NAME] [--fnn]"
         )
@@ -420,8 +423,10 @@ def main(args: list[str]) -> None:
         x0 = None if base is None else trial_agent(base, "--from")
         name = "apg" + {1.0: "_teacher", 0.5: "_mix", 0.0: ""}[share]
         name += "_through" * through + "_soft" * soft + "_upright" * upright
-        name += f"_w{window}" * (window != 150) + f"_from_{base}" * (base is not None)
-        x = apg(numbers[0] if numbers else 500, share, through, rows, soft, upright, window, x0)
+        lr = next((float(a.split("=")[1]) for a in args if a.startswith("--lr=")), None)
+        name += f"_w{window}" * (window != 150) + f"_lr{lr:g}" * (lr is not None)
+        name += f"_from_{base}" * (base is not None)
+        x = apg(numbers[0] if numbers else 500, share, through, rows, soft, upright, window, x0, lr)
     policy, run = load(START)
     torch.nn.utils.vector_to_parameters(
         torch.as_tensor(x, dtype=torch.float32), policy.parameters()

@@ -268,6 +268,20 @@ class APGZooTrainer(CMAESZooTrainer):
         save_state_dict(policy, path / "model.pt")
         return trainer.env_steps
 
+    def evaluate(
+        self,
+        path: Path,
+        run: RunConfig,
+        n_episodes: int | None = None,
+        which: str = "best",
+        seed: int | None = None,
+    ) -> dict[str, Any]:
+        """As ``algo: cmaes``, with the updates done in place of generations."""
+        out = super().evaluate(path, run, n_episodes, which, seed)
+        file = Path(path) / "status.json"
+        updates = read_json(file).get("update") if file.exists() else None
+        return {k: v for k, v in out.items() if k != "generations"} | {"updates": updates}
+
 
 def _latest(record: dict[str, Any], evaluations: list[dict[str, Any]]) -> str:
     text = f"cost {record['cost']:.4f}"
