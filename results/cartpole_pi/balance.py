@@ -41,35 +41,48 @@ LATE = 500
 TRIALS_BASE = "results/cartpole_pi/pi_warm_T300"  # the run whose policy and seeds a trial uses
 
 
-def play(folder: str, upright: bool = False) -> dict[str, float]:
-    """One row for a run folder, or for a trial's agent (``trials_<name>.npy``, float32
-    parameters of the AttentionNeuron agent, played on ``pi_warm_T300``'s test seeds)."""
+def load_agent(folder: str) -> tuple[torch.nn.Module, int]:
+    """The policy of a run folder (its best model, its last where there is no best) or of a
+    trial's agent (``trials_<name>.npy``, float32 parameters of the AttentionNeuron agent,
+    played on ``pi_warm_T300``'s test seeds), and the first test seed."""
     if folder.endswith(".npy"):
         handle = runs.load(TRIALS_BASE)
         policy = get_trainer("cmaes").load(handle.path, handle.config, "best")
         x = torch.as_tensor(np.load(folder, allow_pickle=False))
         torch.nn.utils.vector_to_parameters(x, policy.parameters())
-        return play_policy(policy, handle.config.eval.test_seed, upright)
+        return policy, handle.config.eval.test_seed
     handle = runs.load(folder)
     run = handle.config
-    trainer = get_trainer(run.body["algo"])
-    policy = trainer.load(handle.path, run, "best")  # model.pt where no test kept a best
-    return play_policy(policy, run.eval.test_seed, upright)
+    return get_trainer(run.body["algo"]).load(handle.path, run, "best"), run.eval.test_seed
 
 
-def play_policy(policy: torch.nn.Module, test_seed: int, upright: bool = False) -> dict[str, float]:
-    """The figures of one row for ``policy`` on the test episodes seeded ``test_seed + i``."""
+def play(folder: str, upright: bool = False) -> dict[str, float]:
+    """One row for a run folder or a trial's agent (see :func:`load_agent`)."""
+    return play_policy(*load_agent(folder), upright)
+
+
+def rollouts(
+    policy: torch.nn.Module, test_seed: int, upright: bool = False, action_steps: int = 0
+) -> dict[str, np.ndarray]:
+    """Per test episode (seeded ``test_seed + i``): start state, return, length, the sums of
+    ``cos θ`` and ``abs(θ')`` over its late steps and its first ``action_steps`` actions
+    (``actions``, shape ``(action_steps, EPISODES)``, clipped as the env applies them)."""
     env = CartPoleSwingUpVectorEnv(
         EPISODES, harder=not upright, max_episode_steps=STEPS, autoreset=False, upright=upright
     )
     obs, _ = env.reset(seed=[test_seed + i for i in range(EPISODES)])
+    starts = env.state
     returns, alive, length = np.zeros(EPISODES), np.ones(EPISODES, bool), np.zeros(EPISODES, int)
     late_cos, late_speed = np.zeros(EPISODES), np.zeros(EPISODES)
+    actions = np.zeros((action_steps, EPISODES))
     state = None
     with torch.no_grad():
         for t in range(STEPS):
             action, state = policy(torch.as_tensor(obs, dtype=torch.float32), state)
-            obs, reward, terminated, truncated, _ = env.step(np.clip(action.numpy(), -1, 1))
+            applied = np.clip(action.numpy(), -1, 1)
+            if t < action_steps:
+                actions[t] = applied[:, 0]
+            obs, reward, terminated, truncated, _ = env.step(applied)
             returns += reward * alive
             length += alive
             if t >= LATE:
@@ -79,15 +92,29 @@ def play_policy(policy: torch.nn.Module, test_seed: int, upright: bool = False) 
             if not alive.any():
                 break
     env.close()
+    return {
+        "starts": starts,
+        "returns": returns,
+        "length": length,
+        "late_cos": late_cos,
+        "late_speed": late_speed,
+        "actions": actions,
+    }
+
+
+def play_policy(policy: torch.nn.Module, test_seed: int, upright: bool = False) -> dict[str, float]:
+    """The figures of one row for ``policy`` on the test episodes seeded ``test_seed + i``."""
+    r = rollouts(policy, test_seed, upright)
+    returns, length = r["returns"], r["length"]
     full = length == STEPS
-    cos = late_cos[full] / (STEPS - LATE)
+    cos = r["late_cos"][full] / (STEPS - LATE)
     return {
         "mean": returns.mean(),
         "early": 1 - full.mean(),
         "early_return": returns[~full].mean() if (~full).any() else float("nan"),
         "full_return": returns[full].mean(),
         "late_cos": cos.mean(),
-        "late_speed": (late_speed[full] / (STEPS - LATE)).mean(),
+        "late_speed": (r["late_speed"][full] / (STEPS - LATE)).mean(),
         "held_up": (cos > 0.95).mean(),
     }
 

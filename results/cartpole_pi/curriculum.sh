@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # E3 (issue 12): the curriculum from scratch as zoo runs, one folder per stage (see the
 # cartpole_pi_hold / _catch / _tune configs in zoo/configs/cartpole_pi.yml).
-#   bash results/cartpole_pi/curriculum.sh [TUNE_STAGES] [ROOT]
+#   bash results/cartpole_pi/curriculum.sh [TUNE_STAGES] [ROOT] [HOLD]
 # TUNE_STAGES (default 6) sep-CMA-ES restarts on the true task follow the hold and catch
-# stages; ROOT (default runs/cartpole_pi_curriculum) holds 1_hold, 2_catch, 3_tune, ...
+# stages; ROOT (default runs/cartpole_pi_curriculum) holds 1_hold, 2_catch, 3_tune, ...;
+# HOLD (default cartpole_pi_hold) is stage 1's experiment, e.g. cartpole_pi_hold_harder.
 # Run it again after a stop: finished stages are skipped, an interrupted one resumes.
 set -euo pipefail
 tune=${1:-6}
 root=${2:-runs/cartpole_pi_curriculum}
+hold=${3:-cartpole_pi_hold}
 export OMP_NUM_THREADS=1
 start=$(date +%s)
 
@@ -24,7 +26,7 @@ stage() {  # stage FOLDER EXPERIMENT [KEY=VALUE ...]
   echo "$dir: finished, $(( ($(date +%s) - start) / 60 )) min since this script started"
 }
 
-stage "$root/1_hold" cartpole_pi_hold
+stage "$root/1_hold" "$hold"
 stage "$root/2_catch" cartpole_pi_catch "init=$root/1_hold"
 previous=$root/2_catch
 for ((k = 3; k < 3 + tune; k++)); do

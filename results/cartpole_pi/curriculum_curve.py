@@ -1,0 +1,72 @@
+"""E3, issue 12: the curriculum's stages as one curve against wall time.
+
+``python results/cartpole_pi/curriculum_curve.py [FOLDER]`` reads the stage run folders in
+FOLDER (default ``results/cartpole_pi/curriculum``: ``1_hold``, ``2_catch``, ``3_tune``, ...,
+in the order of their number) and writes ``curriculum.csv`` and ``curriculum.png`` there: each
+stage's periodic tests (``evaluations.json``: 100 test episodes, or the hold stage's upright
+ones) at the wall time they were reached, the stages placed end to end by their
+``status.json`` wall seconds, and each stage's 1000-episode result (``eval.json``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+def stages(folder: Path) -> list[Path]:
+    """The finished stage folders (``<number>_<name>`` with an ``eval.json``), in order."""
+    found = [
+        p for p in folder.iterdir() if p.name.split("_")[0].isdigit() and (p / "eval.json").exists()
+    ]
+    return sorted(found, key=lambda p: int(p.name.split("_")[0]))
+
+
+def main(folder: Path) -> None:
+    rows, offset = [], 0.0
+    for stage in stages(folder):
+        status = json.loads((stage / "status.json").read_text())
+        wall = float(status["wall_seconds"])
+        count = "update" if "update" in status else "generation"
+        total = float(status[count])
+        tests = json.loads((stage / "evaluations.json").read_text())
+        for e in tests:
+            minutes = (offset + wall * e[count] / total) / 60
+            rows.append([stage.name, "test", round(minutes, 2), round(e["test_mean"], 1)])
+        final = json.loads((stage / "eval.json").read_text())["policies"]["deterministic"]
+        offset += wall
+        rows.append(
+            [stage.name, "final_1000", round(offset / 60, 2), round(final["mean_reward"], 1)]
+        )
+    with (folder / "curriculum.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["stage", "kind", "minutes", "mean_return"])
+        writer.writerows(rows)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for stage in stages(folder):
+        tests = [r for r in rows if r[0] == stage.name and r[1] == "test"]
+        style = "--" if "hold" in stage.name else "-"
+        ax.plot([r[2] for r in tests], [r[3] for r in tests], style, lw=1, label=stage.name)
+    finals = [r for r in rows if r[1] == "final_1000"]
+    ax.plot(
+        [r[2] for r in finals[1:]], [r[3] for r in finals[1:]], "ko", label="1000 test episodes"
+    )
+    ax.axhline(450, color="r", lw=0.8, ls=":", label="goal 450")
+    ax.axvline(120, color="grey", lw=0.8, ls=":", label="2 h")
+    ax.set_xlabel("wall minutes from scratch (1 core)")
+    ax.set_ylabel("mean test return")
+    ax.set_title("E3 curriculum from scratch (hold: upright starts; others: Harder starts)")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(folder / "curriculum.png", dpi=110)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "results/cartpole_pi/curriculum"))
