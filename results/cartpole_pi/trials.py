@@ -72,6 +72,8 @@ from balance import play_policy
 from torch.utils._pytree import tree_map
 
 from attn_envs.envs import cartpole_swingup as csu
+from attn_envs.envs.cartpole_swingup_torch import dynamics, reward
+from attn_envs.envs.cartpole_swingup_torch import observation as observe
 from attn_policies.algorithms.cmaes import CMAESConfig, CMAESTrainer
 from attn_policies.algorithms.es_eval import BatchedEvaluator, RolloutSpec
 from attn_policies.es_policies import FNNPolicy
@@ -169,34 +171,6 @@ def sep_cma(
 
 
 # -- analytic policy gradient -----------------------------------------------------------------
-
-
-def dynamics(s: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-    """:func:`csu.swingup_dynamics` for states ``(B, 4)``, in torch for autograd."""
-    x, x_dot, theta, theta_dot = s.unbind(-1)
-    force = action.clamp(-1, 1) * csu.FORCE_MAG
-    sin, cos = torch.sin(theta), torch.cos(theta)
-    m, mpl, mp, g, fr = csu._TOTAL_M, csu._M_P_L, csu.MASS_POLE, csu.GRAVITY, csu.FRICTION
-    x_acc = (
-        -2 * mpl * theta_dot**2 * sin + 3 * mp * g * sin * cos + 4 * force - 4 * fr * x_dot
-    ) / (4 * m - 3 * mp * cos**2)
-    theta_acc = (
-        -3 * mpl * theta_dot**2 * sin * cos + 6 * m * g * sin + 6 * (force - fr * x_dot) * cos
-    ) / (4 * csu.POLE_LENGTH * m - 3 * mpl * cos**2)
-    dt = csu.DT
-    return torch.stack(
-        (x + x_dot * dt, x_dot + x_acc * dt, theta + theta_dot * dt, theta_dot + theta_acc * dt),
-        -1,
-    )
-
-
-def observe(s: torch.Tensor) -> torch.Tensor:
-    x, x_dot, theta, theta_dot = s.unbind(-1)
-    return torch.stack((x, x_dot, torch.cos(theta), torch.sin(theta), theta_dot), -1)
-
-
-def reward(s: torch.Tensor) -> torch.Tensor:
-    return (torch.cos(s[:, 2]) + 1) / 2 * torch.cos(s[:, 0] / csu.X_THRESHOLD * math.pi / 2)
 
 
 def apg(
