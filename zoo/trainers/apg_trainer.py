@@ -39,7 +39,6 @@ generator's state), written after every episode (``episode_steps / window`` upda
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,7 +51,6 @@ from torch import nn
 from attn_envs.envs.cartpole_swingup_torch import CartPoleHoldTask
 from attn_policies.algorithms.apg import APGConfig, APGTrainer
 from attn_policies.algorithms.es_eval import BatchedEvaluator
-from attn_policies.atomic import atomic_write
 from zoo import factory
 from zoo import progress as zoo_progress
 from zoo.config import ConfigError, RunConfig, check_type, nearest
@@ -230,21 +228,16 @@ class APGZooTrainer(CMAESZooTrainer):
                 record = trainer.step()
                 record["seconds"] = round(time.perf_counter() - start, 3)
                 if tester is not None and trainer.updates % run.eval.freq == 0:
-                    flat = nn.utils.parameters_to_vector(policy.parameters()).detach()
-                    returns = tester.evaluate(flat[None].numpy(), seeds)[0]
-                    record["test_mean"], record["test_std"] = returns.mean(), returns.std()
-                    best = max((e["test_mean"] for e in evaluations), default=-np.inf)
-                    evaluations.append(
-                        {
-                            "update": trainer.updates,
-                            "env_steps": trainer.env_steps,
-                            "test_mean": float(record["test_mean"]),
-                            "test_std": float(record["test_std"]),
-                        }
+                    base.periodic_test(
+                        tester,
+                        policy,
+                        seeds,
+                        record,
+                        evaluations,
+                        ("update", trainer.updates),
+                        trainer.env_steps,
+                        path,
                     )
-                    if record["test_mean"] >= best:  # ties go to the later model
-                        save_state_dict(policy, path / "best_model.pt")
-                    atomic_write(path / "evaluations.json", json.dumps(evaluations, indent=1))
                 progress.write(record)
                 metrics.log(trainer.env_steps, renamed(record, APG_METRICS))
                 if trainer.at_episode_start:

@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
-from attn_policies.atomic import atomic_path
+from attn_policies.atomic import atomic_path, atomic_write
 from zoo.config import ConfigError
 
 
@@ -103,6 +104,37 @@ class ProgressTable:
     def write(self, record: dict[str, Any]) -> None:
         with self.file.open("a", newline="") as fh:
             csv.DictWriter(fh, fieldnames=self.fields, extrasaction="ignore").writerow(record)
+
+
+def periodic_test(
+    tester: Any,
+    policy: nn.Module,
+    seeds: Sequence[int],
+    record: dict[str, Any],
+    evaluations: list[dict[str, Any]],
+    count: tuple[str, int],
+    env_steps: int,
+    path: Path,
+) -> None:
+    """A periodic test of a flat-parameter policy: its mean and std go into ``record``, an
+    entry ``{count name: count, env_steps, test_mean, test_std}`` into ``evaluations`` (and
+    ``evaluations.json``), and the policy into ``best_model.pt`` when no earlier test beat it
+    (ties go to the later, more trained model)."""
+    flat = nn.utils.parameters_to_vector(policy.parameters()).detach()
+    returns = tester.evaluate(flat[None].numpy(), seeds)[0]
+    record["test_mean"], record["test_std"] = returns.mean(), returns.std()
+    best = max((e["test_mean"] for e in evaluations), default=-np.inf)
+    evaluations.append(
+        {
+            count[0]: count[1],
+            "env_steps": env_steps,
+            "test_mean": float(record["test_mean"]),
+            "test_std": float(record["test_std"]),
+        }
+    )
+    if record["test_mean"] >= best:
+        save_state_dict(policy, path / "best_model.pt")
+    atomic_write(path / "evaluations.json", json.dumps(evaluations, indent=1))
 
 
 def tensorboard(directory: Path) -> Any:

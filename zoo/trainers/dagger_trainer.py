@@ -51,7 +51,6 @@ finished round.
 
 from __future__ import annotations
 
-import json
 import pickle
 import time
 import zipfile
@@ -59,18 +58,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 import zoo
 from attn_policies.algorithms.dagger import DAgger, DAggerConfig
 from attn_policies.algorithms.es_eval import BatchedEvaluator
-from attn_policies.atomic import atomic_write
 from zoo import progress as zoo_progress
 from zoo.config import ConfigError, RunConfig, check_type
 from zoo.metrics import DAGGER_METRICS, MetricsLogger, renamed
-from zoo.trainers import cmaes_trainer
+from zoo.trainers import base, cmaes_trainer
 from zoo.trainers.base import ProgressTable, read_json, save_state_dict
 from zoo.trainers.cmaes_trainer import CMAESZooTrainer
 
@@ -274,21 +271,16 @@ class DAggerZooTrainer(CMAESZooTrainer):
                 record["seconds"] = round(time.perf_counter() - start, 3)
                 trained = dagger.cfg.trains(dagger.round - 1)
                 if tester is not None and trained and dagger.round % run.eval.freq == 0:
-                    flat = nn.utils.parameters_to_vector(student.parameters()).detach()
-                    returns = tester.evaluate(flat[None].numpy(), seeds)[0]
-                    record["test_mean"], record["test_std"] = returns.mean(), returns.std()
-                    best = max((e["test_mean"] for e in evaluations), default=-np.inf)
-                    evaluations.append(
-                        {
-                            "round": dagger.round,
-                            "env_steps": dagger.env_steps,
-                            "test_mean": float(record["test_mean"]),
-                            "test_std": float(record["test_std"]),
-                        }
+                    base.periodic_test(
+                        tester,
+                        student,
+                        seeds,
+                        record,
+                        evaluations,
+                        ("round", dagger.round),
+                        dagger.env_steps,
+                        path,
                     )
-                    if record["test_mean"] >= best:  # ties go to the later model
-                        save_state_dict(student, path / "best_model.pt")
-                    atomic_write(path / "evaluations.json", json.dumps(evaluations, indent=1))
                 progress.write(record)
                 metrics.log(dagger.env_steps, renamed(record, DAGGER_METRICS))
                 dagger.save(ckpt)
