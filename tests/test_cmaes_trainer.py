@@ -292,6 +292,42 @@ def test_init_warm_starts_from_a_run_and_refuses_a_misfit(
     assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()
 
 
+def test_warm_start_is_tested_before_the_search(tmp_path: Path) -> None:
+    teacher = zoo.train("cartpole_fnn", budget="smoke", root=tmp_path / "a")
+    x0 = teacher.model().get_flat_parameters().detach().numpy()
+    run = zoo.train(
+        "cartpole_fnn",
+        budget="smoke",
+        overrides={"init": str(teacher.path), "sigma0": 3.0},
+        root=tmp_path / "b",
+    )
+    evaluations = json.loads((run.path / "evaluations.json").read_text())
+    assert [e["generation"] for e in evaluations] == [0, 1, 2]
+    assert evaluations[0]["env_steps"] == 0
+    start = cmaes_trainer.CMAESZooTrainer().episode_returns(
+        teacher.path,
+        teacher.config,
+        n_episodes=run.config.eval.n_episodes,
+        seed=run.config.eval.seed,
+    )
+    assert evaluations[0]["test_mean"] == pytest.approx(np.mean(start["rewards"]))
+    best = run.model().get_flat_parameters().detach().numpy()
+    start_wins = evaluations[0]["test_mean"] >= max(e["test_mean"] for e in evaluations[1:])
+    assert np.array_equal(best, x0) == start_wins
+
+    with pytest.raises(KeyboardInterrupt):  # stopped after generation 1's test
+        zoo.train(
+            "cartpole_fnn",
+            budget="smoke",
+            overrides={"init": str(teacher.path), "sigma0": 3.0},
+            root=tmp_path / "c",
+            callbacks=[InterruptAt(1)],
+        )
+    (path,) = (tmp_path / "c" / "cartpole_fnn").iterdir()
+    resumed = zoo.resume(path)  # no second start test
+    assert json.loads((resumed.path / "evaluations.json").read_text()) == evaluations
+
+
 def test_interrupted_run_with_only_a_best_model_evaluates(tmp_path: Path) -> None:
     run = zoo.train("cartpole_fnn", budget="smoke", root=tmp_path)
     (run.path / "model.pt").unlink()  # as after Ctrl-C: periodic tests kept best_model.pt only

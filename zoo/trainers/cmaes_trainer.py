@@ -404,22 +404,31 @@ class CMAESZooTrainer:
         zoo_progress.announce(path, resume=resume)
         lines = zoo_progress.lines(run.experiment, n_generations, "generations", trainer.generation)
         policy = policy_factory(run)()
+
+        def test(record: dict[str, Any]) -> None:
+            """Test the favourite; keep it as the best model if no earlier test beat it."""
+            returns = tester.evaluate(
+                trainer.favourite[None].astype(np.float32),
+                _test_seeds(run.eval.seed, run.eval.n_episodes),
+            )[0]
+            record["test_mean"], record["test_std"] = returns.mean(), returns.std()
+            best = max((e["test_mean"] for e in evaluations), default=-np.inf)
+            evaluations.append(
+                {k: record[k] for k in ("generation", "env_steps", "test_mean", "test_std")}
+            )
+            if record["test_mean"] >= best:  # ties go to the later, more trained model
+                _save_policy(policy, trainer.favourite, path / "best_model.pt")
+            atomic_write(path / "evaluations.json", json.dumps(evaluations, indent=1))
+
         try:
+            # A warm start is tested before any search, so that the run's best model is never
+            # one its start beats on the test episodes (a restart first scatters its mean).
+            if tester is not None and run.body.get("init") and not evaluations:
+                test({"generation": 0, "env_steps": trainer.env_steps})
             while trainer.generation < n_generations:
                 record = trainer.step()
                 if tester is not None and trainer.generation % run.eval.freq == 0:
-                    returns = tester.evaluate(
-                        trainer.favourite[None].astype(np.float32),
-                        _test_seeds(run.eval.seed, run.eval.n_episodes),
-                    )[0]
-                    record["test_mean"], record["test_std"] = returns.mean(), returns.std()
-                    best = max((e["test_mean"] for e in evaluations), default=-np.inf)
-                    evaluations.append(
-                        {k: record[k] for k in ("generation", "env_steps", "test_mean", "test_std")}
-                    )
-                    if record["test_mean"] >= best:  # ties go to the later, more trained model
-                        _save_policy(policy, trainer.favourite, path / "best_model.pt")
-                    atomic_write(path / "evaluations.json", json.dumps(evaluations, indent=1))
+                    test(record)
                 progress.write(record)
                 metrics.log(record["env_steps"], renamed(record, CMAES_METRICS))
                 if board is not None:
