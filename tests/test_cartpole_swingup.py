@@ -568,3 +568,52 @@ def test_errors() -> None:
         venv.reset(options={"reset_mask": [True, False, True]})
     with pytest.raises(ValueError, match=r"must have shape \(3,\)"):
         venv.reset(options={"reset_mask": np.ones(2, dtype=bool)})
+
+
+@pytest.mark.parametrize("share", [0.4, 1.0])
+def test_inward_share_points_that_share_of_the_carts_at_the_centre(share: float) -> None:
+    """``inward_share`` keeps each start's drawn speed and position and turns about that share
+    of the carts towards the centre; the rest keep their drawn direction, and per-copy seeds
+    give the single env's start."""
+    base = CartPoleSwingUpVectorEnv(4000, harder=True)
+    base.reset(seed=11)
+    venv = CartPoleSwingUpVectorEnv(4000, harder=True, inward_share=share)
+    venv.reset(seed=11)
+    drawn, turned = base.state, venv.state
+    np.testing.assert_array_equal(np.abs(turned[:, 1]), np.abs(drawn[:, 1]))
+    np.testing.assert_array_equal(turned[:, [0, 2, 3]], drawn[:, [0, 2, 3]])
+    inward = turned[:, 0] * turned[:, 1] < 0
+    kept = turned[:, 1] == drawn[:, 1]
+    assert np.all(inward | kept)
+    # drawn carts move inward half the time: a share s turns s of them, the rest half
+    assert abs(inward.mean() - (share + (1 - share) / 2)) < 0.03
+    single = CartPoleSwingUpEnv(harder=True, inward_share=share)
+    listed = CartPoleSwingUpVectorEnv(3, harder=True, inward_share=share)
+    obs, _ = listed.reset(seed=[3, 4, 3])
+    for i, seed in enumerate([3, 4, 3]):
+        np.testing.assert_array_equal(obs[i], single.reset(seed=seed)[0])
+
+
+def test_inward_share_zero_and_upright_share_keep_their_streams() -> None:
+    """A zero inward share draws nothing more: the default stream, autoresets included; with
+    an upright share both apply, the upright draws first."""
+    a = CartPoleSwingUpVectorEnv(50, harder=True, inward_share=0.0)
+    b = CartPoleSwingUpVectorEnv(50, harder=True)
+    np.testing.assert_array_equal(a.reset(seed=1)[0], b.reset(seed=1)[0])
+    for _ in range(3):
+        a.step(np.ones(50))
+        b.step(np.ones(50))
+    np.testing.assert_array_equal(a.state, b.state)
+    up = CartPoleSwingUpVectorEnv(2000, harder=True, upright_share=0.5)
+    both = CartPoleSwingUpVectorEnv(2000, harder=True, upright_share=0.5, inward_share=1.0)
+    up.reset(seed=2)
+    both.reset(seed=2)
+    np.testing.assert_array_equal(both.state[:, 2], up.state[:, 2])
+    assert np.all(both.state[:, 0] * both.state[:, 1] <= 0)
+
+
+@pytest.mark.parametrize("env_class", [CartPoleSwingUpEnv, CartPoleSwingUpVectorEnv])
+def test_bad_inward_share_is_refused(env_class) -> None:
+    args = (2,) if env_class is CartPoleSwingUpVectorEnv else ()
+    with pytest.raises(ValueError, match=r"inward_share must be in \[0, 1\], got -0.1"):
+        env_class(*args, inward_share=-0.1)

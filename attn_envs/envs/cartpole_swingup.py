@@ -173,25 +173,41 @@ def sample_initial_states(
 
 
 def _check_share(upright: bool, upright_share: float) -> float:
-    share = float(upright_share)
-    if not 0.0 <= share <= 1.0:
-        raise ValueError(f"upright_share must be in [0, 1], got {upright_share!r}")
+    share = _check_probability("upright_share", upright_share)
     if upright and share:
         raise ValueError("give upright=True or an upright_share, not both")
     return share
 
 
+def _check_probability(name: str, value: float) -> float:
+    share = float(value)
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    return share
+
+
 def _draw_starts(
-    rng: np.random.Generator, n: int, harder: bool, upright: bool, upright_share: float
+    rng: np.random.Generator,
+    n: int,
+    harder: bool,
+    upright: bool,
+    upright_share: float,
+    inward_share: float = 0.0,
 ) -> FloatArray:
     """:func:`sample_initial_states`, each start then around the pole up with probability
-    ``upright_share`` (one more draw per start, only when the share is strictly between 0 and
-    1, so the other settings keep their streams)."""
+    ``upright_share`` and with its cart moving towards the centre with probability
+    ``inward_share`` (one more draw per start for each share strictly between 0 and 1, so
+    the other settings keep their streams)."""
     if upright_share >= 1.0:
-        return sample_initial_states(rng, n, harder, True)
-    starts = sample_initial_states(rng, n, harder, upright)
-    if upright_share > 0.0:
-        starts[rng.random(n) < upright_share, 2] -= np.pi  # same draws around θ = 0
+        starts = sample_initial_states(rng, n, harder, True)
+    else:
+        starts = sample_initial_states(rng, n, harder, upright)
+        if upright_share > 0.0:
+            starts[rng.random(n) < upright_share, 2] -= np.pi  # same draws around θ = 0
+    if inward_share > 0.0:
+        turn = np.ones(n, dtype=bool) if inward_share >= 1.0 else rng.random(n) < inward_share
+        speed = np.abs(starts[turn, 1])
+        starts[turn, 1] = np.where(starts[turn, 0] > 0.0, -speed, speed)
     return starts
 
 
@@ -273,6 +289,10 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         upright_share: the probability that a start is upright (0: none, as ``upright=False``;
             1: all, as ``upright=True``); a mixed training task where holding the pole pays
             before the swing-up's catch is found. Not with ``upright=True``.
+        inward_share: the probability that a start's cart moves towards the track's centre
+            (its drawn speed, pointed inward; 0 keeps the drawn direction). With the Harder
+            box such carts must brake from the first step or cross the track and leave it
+            at the far end: a training task that weighs that skill more.
 
     Attributes:
         state: The float64 state ``[x, x_dot, theta, theta_dot]``, ``None`` before ``reset``.
@@ -297,6 +317,7 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         render_mode: str | None = None,
         upright: bool = False,
         upright_share: float = 0.0,
+        inward_share: float = 0.0,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
@@ -305,6 +326,7 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
             )
         self.harder, self.upright = bool(harder), bool(upright)
         self.upright_share = _check_share(self.upright, upright_share)
+        self.inward_share = _check_probability("inward_share", inward_share)
         self.max_episode_steps = require_int(max_episode_steps, "max_episode_steps")
         self.render_mode = render_mode
         self.observation_space = _single_observation_space()
@@ -318,8 +340,8 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         super().reset(seed=seed)
         state = _state_option(options, (4,))
         if state is None:
-            share = self.upright_share
-            state = _draw_starts(self.np_random, 1, self.harder, self.upright, share)[0]
+            shares = self.upright_share, self.inward_share
+            state = _draw_starts(self.np_random, 1, self.harder, self.upright, *shares)[0]
         self.state = state
         self.steps = 0
         return swingup_observation(self.state), {}
@@ -376,6 +398,8 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         autoreset: NEXT_STEP autoreset if True, freeze finished copies if False.
         upright: Start around the pole up, as :class:`CartPoleSwingUpEnv`.
         upright_share: Probability that a start is upright, as :class:`CartPoleSwingUpEnv`.
+        inward_share: Probability that a start's cart moves towards the centre, as
+            :class:`CartPoleSwingUpEnv`.
 
     Attributes:
         done: Bool mask ``(B,)`` of copies that ended and were not reset yet.
@@ -401,10 +425,12 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         autoreset: bool = True,
         upright: bool = False,
         upright_share: float = 0.0,
+        inward_share: float = 0.0,
     ) -> None:
         self.num_envs = require_int(num_envs, "num_envs")
         self.harder, self.upright = bool(harder), bool(upright)
         self.upright_share = _check_share(self.upright, upright_share)
+        self.inward_share = _check_probability("inward_share", inward_share)
         self.max_episode_steps = require_int(max_episode_steps, "max_episode_steps")
         self.autoreset = bool(autoreset)
         mode = AutoresetMode.NEXT_STEP if self.autoreset else AutoresetMode.DISABLED
@@ -419,7 +445,8 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         self.done = np.zeros(self.num_envs, dtype=np.bool_)
 
     def _starts(self, rng: np.random.Generator, n: int) -> FloatArray:
-        return _draw_starts(rng, n, self.harder, self.upright, self.upright_share)
+        shares = self.upright_share, self.inward_share
+        return _draw_starts(rng, n, self.harder, self.upright, *shares)
 
     @property
     def state(self) -> FloatArray | None:

@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # E3 (issue 12): the curriculum from scratch as zoo runs, one folder per stage (see the
 # cartpole_pi_hold / _catch / _tune configs in zoo/configs/cartpole_pi.yml).
-#   bash results/cartpole_pi/curriculum.sh [TUNE_STAGES] [ROOT] [HOLD]
+#   bash results/cartpole_pi/curriculum.sh [TUNE_STAGES] [ROOT] [HOLD] [SEED]
 # TUNE_STAGES (default 6) sep-CMA-ES restarts on the true task follow the hold and catch
 # stages; ROOT (default runs/cartpole_pi_curriculum) holds 1_hold, 2_catch, 3_tune, ...;
-# HOLD (default cartpole_pi_hold) is stage 1's experiment, e.g. cartpole_pi_hold_harder.
+# HOLD (default cartpole_pi_hold) is stage 1's experiment, e.g. cartpole_pi_hold_harder;
+# SEED (default: the configs' seed, 0) seeds every stage.
+# SIGMA0=S (environment) restarts the tune stages from SIGMA0_FROM (default 3) on at sigma0 S
+# instead of the config's 0.03.
 # Run it again after a stop: finished stages are skipped, an interrupted one resumes.
 set -euo pipefail
 tune=${1:-6}
 root=${2:-runs/cartpole_pi_curriculum}
 hold=${3:-cartpole_pi_hold}
+seed=${4:-}
 export OMP_NUM_THREADS=1
 start=$(date +%s)
 
 stage() {  # stage FOLDER EXPERIMENT [KEY=VALUE ...]
   local dir=$1 name=$2
   shift 2
+  set -- "$@" ${seed:+"seed=$seed"}
   if [[ -f $dir/model.pt ]]; then
     echo "$dir: done"
   elif [[ -f $dir/config.yml ]]; then
@@ -30,7 +35,11 @@ stage "$root/1_hold" "$hold"
 stage "$root/2_catch" cartpole_pi_catch "init=$root/1_hold"
 previous=$root/2_catch
 for ((k = 3; k < 3 + tune; k++)); do
-  stage "$root/${k}_tune" cartpole_pi_tune "init=$previous"
+  if [[ -n ${SIGMA0:-} && $k -ge ${SIGMA0_FROM:-3} ]]; then
+    stage "$root/${k}_tune" cartpole_pi_tune "init=$previous" "sigma0=$SIGMA0"
+  else
+    stage "$root/${k}_tune" cartpole_pi_tune "init=$previous"
+  fi
   previous=$root/${k}_tune
 done
 attn-zoo evaluate "$previous" --episodes 1000
