@@ -6,8 +6,9 @@
 # stages; ROOT (default runs/cartpole_pi_curriculum) holds 1_hold, 2_catch, 3_tune, ...;
 # HOLD (default cartpole_pi_hold) is stage 1's experiment, e.g. cartpole_pi_hold_harder;
 # SEED (default: the configs' seed, 0) seeds every stage.
-# SIGMA0=S (environment) restarts the tune stages from SIGMA0_FROM (default 3) on at sigma0 S
-# instead of the config's 0.03.
+# TUNE_SET="KEY=VALUE ..." (environment) adds those config overrides to the tune stages from
+# number TUNE_FROM (default 3) on, e.g. TUNE_SET=train_env_kwargs.inward_share=0.5 TUNE_FROM=7
+# (a branch: copy the stages before it into a new ROOT first).
 # Run it again after a stop: finished stages are skipped, an interrupted one resumes.
 set -euo pipefail
 tune=${1:-6}
@@ -35,11 +36,11 @@ stage "$root/1_hold" "$hold"
 stage "$root/2_catch" cartpole_pi_catch "init=$root/1_hold"
 previous=$root/2_catch
 for ((k = 3; k < 3 + tune; k++)); do
-  if [[ -n ${SIGMA0:-} && $k -ge ${SIGMA0_FROM:-3} ]]; then
-    stage "$root/${k}_tune" cartpole_pi_tune "init=$previous" "sigma0=$SIGMA0"
-  else
-    stage "$root/${k}_tune" cartpole_pi_tune "init=$previous"
+  extra=()
+  if [[ $k -ge ${TUNE_FROM:-3} ]]; then
+    read -r -a extra <<< "${TUNE_SET:-}"
   fi
+  stage "$root/${k}_tune" cartpole_pi_tune "init=$previous" ${extra[@]+"${extra[@]}"}
   previous=$root/${k}_tune
 done
 attn-zoo evaluate "$previous" --episodes 1000
