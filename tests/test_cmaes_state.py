@@ -79,3 +79,28 @@ def test_data_only_state_round_trips_bit_for_bit(population: int, options: dict)
         restored.tell(b, -(b**2).sum(axis=1))
     np.testing.assert_array_equal(opt.favourite, restored.favourite)
     assert opt.sigma == restored.sigma
+
+
+@pytest.mark.parametrize("options", [{}, {"CMA_diagonal": True}])
+def test_a_restored_optimiser_saves_a_state_that_restores_again(options: dict) -> None:
+    """Reading ``favourite`` runs pycma's stop checks, which keep a second reference to the
+    options; a restored optimiser's state must still restore (a resumed run resumed again)
+    and the twice-restored search must equal an uninterrupted one."""
+    config = CMAESConfig(population=6, sigma0=0.2, options=options)
+
+    def generations(opt: CMAES, n: int) -> None:
+        for _ in range(n):
+            xs = opt.ask()
+            opt.tell(xs, -(xs**2).sum(axis=1))
+            opt.favourite  # noqa: B018 - the property is what calls es.stop()
+
+    first = CMAES(7, config)
+    generations(first, 3)
+    second = CMAES.loads(first.dumps(), config)
+    generations(second, 2)
+    third = CMAES.loads(second.dumps(), config)
+    generations(third, 2)
+    straight = CMAES(7, config)
+    generations(straight, 7)
+    np.testing.assert_array_equal(third.favourite, straight.favourite)
+    assert third.es._stopdict.opts is third.es.opts

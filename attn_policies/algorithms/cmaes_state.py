@@ -84,6 +84,7 @@ def _cma_classes() -> dict[str, type]:
 # Taken from the optimiser built from the (trusted, validated) config, never from the file:
 # pycma evaluates option strings, and the logger owns file names.
 _FROM_CONFIG = ("opts", "inputargs", "logger")
+_OPTIONS = "cma.options_parameters:CMAOptions"
 
 
 class StateEncoder:
@@ -208,6 +209,12 @@ class StateDecoder:
                 out[key] = self(v, (*path, ("item", key)))
             return out
         name = node.get("__obj__")
+        if name == _OPTIONS:
+            # Options come from the config, also where pycma keeps a second reference to
+            # them (the stop dict's, set by ``es.stop()``): the file's copy is never used, and
+            # a restored optimiser's state saved again still names the fresh options.
+            self.memo[node.get("id")] = self.fresh.opts
+            return self.fresh.opts
         if name not in self.classes:
             raise self.fail(f"refers to {name!r}, which is not a pycma state class")
         cls = self.classes[name]
