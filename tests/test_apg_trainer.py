@@ -114,6 +114,7 @@ def test_tampered_checkpoint_is_one_config_error(tmp_path: Path) -> None:
     [
         ({"env": "CartPole-v1"}, "algo apg needs an env with torch physics"),
         ({"env_kwargs": {"upright_share": 0.5}}, "the torch physics has no 'upright_share'"),
+        ({"env_kwargs": {"upright": True, "start_span": [1, 1, 1, 1]}}, "give harder=True"),
         ({"cost": {"theta": 1.0}}, "unknown cost weight 'theta'"),
         ({"cost": {"x": "big"}}, "cost.x"),
         ({"window": 3}, r"multiple of window \(3\)"),

@@ -617,3 +617,40 @@ def test_bad_inward_share_is_refused(env_class) -> None:
     args = (2,) if env_class is CartPoleSwingUpVectorEnv else ()
     with pytest.raises(ValueError, match=r"inward_share must be in \[0, 1\], got -0.1"):
         env_class(*args, inward_share=-0.1)
+
+
+def test_start_span_scales_the_harder_box_and_keeps_its_draws() -> None:
+    """``start_span`` replaces the Harder box's half-widths: the same uniform draws, scaled, so
+    the default span gives the default starts; single and vector envs agree."""
+    span = [2.4, 6.0, 0.3, 2.0]
+    base = CartPoleSwingUpVectorEnv(3000, harder=True, upright=True)
+    base.reset(seed=5)
+    venv = CartPoleSwingUpVectorEnv(3000, harder=True, upright=True, start_span=span)
+    venv.reset(seed=5)
+    unit = base.state / np.array([2.4, 10.0, np.pi / 2, 10.0])
+    np.testing.assert_allclose(venv.state, unit * np.array(span), rtol=1e-12, atol=1e-12)
+    assert np.all(np.abs(venv.state) <= np.array(span))
+    assert np.abs(venv.state).max(axis=0) == pytest.approx(span, rel=0.01)
+    same = CartPoleSwingUpVectorEnv(20, harder=True, start_span=[2.4, 10.0, np.pi / 2, 10.0])
+    plain = CartPoleSwingUpVectorEnv(20, harder=True)
+    np.testing.assert_array_equal(same.reset(seed=9)[0], plain.reset(seed=9)[0])
+    single = CartPoleSwingUpEnv(harder=True, upright=True, start_span=span)
+    listed = CartPoleSwingUpVectorEnv(2, harder=True, upright=True, start_span=span)
+    np.testing.assert_array_equal(single.reset(seed=4)[0], listed.reset(seed=[4, 4])[0][1])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"start_span": [1.0, 1.0, 1.0, 1.0]}, "give harder=True"),
+        ({"harder": True, "start_span": [1.0, 1.0, 1.0]}, "4 finite half-widths"),
+        ({"harder": True, "start_span": [1.0, -1.0, 1.0, 1.0]}, "4 finite half-widths"),
+        ({"harder": True, "start_span": [1.0, np.nan, 1.0, 1.0]}, "4 finite half-widths"),
+        ({"harder": True, "start_span": "wide"}, "4 finite half-widths"),
+    ],
+)
+@pytest.mark.parametrize("env_class", [CartPoleSwingUpEnv, CartPoleSwingUpVectorEnv])
+def test_bad_start_span_is_refused(env_class, kwargs: dict, message: str) -> None:
+    args = (2,) if env_class is CartPoleSwingUpVectorEnv else ()
+    with pytest.raises(ValueError, match=message):
+        env_class(*args, **kwargs)

@@ -64,3 +64,12 @@ def test_hold_task_cost_and_failure() -> None:
     assert swing.failed(off).tolist() == [True, False, False]  # only the rail ends a swing-up
     starts = task.starts(np.random.default_rng(0), 100)
     assert starts.shape == (100, 4) and np.cos(starts[:, 2]).min() > 0.5
+
+
+def test_hold_task_span_draws_the_envs_starts() -> None:
+    """The task's ``span`` is the env's ``start_span``: the same starts from the same draws."""
+    span = (2.4, 6.0, 0.3, 2.0)
+    task = CartPoleHoldTask(harder=True, span=span)
+    venv = csu.CartPoleSwingUpVectorEnv(5, harder=True, upright=True, start_span=span)
+    venv.reset(seed=3)
+    np.testing.assert_array_equal(task.starts(csu.np_random(3)[0], 5), venv.state)

@@ -52,6 +52,7 @@ __all__ = [
     "X_THRESHOLD",
     "CartPoleSwingUpEnv",
     "CartPoleSwingUpVectorEnv",
+    "check_start_span",
     "render_frame",
     "sample_initial_states",
     "swingup_dynamics",
@@ -149,14 +150,19 @@ def swingup_observation(state: FloatArray) -> NDArray[np.float32]:
 
 
 def sample_initial_states(
-    rng: np.random.Generator, n: int, harder: bool, upright: bool = False
+    rng: np.random.Generator,
+    n: int,
+    harder: bool,
+    upright: bool = False,
+    span: ArrayLike | None = None,
 ) -> FloatArray:
     """Draw ``n`` initial states, one per ROW, shape ``(n, 4)``.
 
     Easy: ``N([0, 0, π, 0], 0.2)``. Harder: ``[0, 0, π, 0] + U(-1, 1)·[2.4, 10, π/2, 10]``.
     ``upright`` centres either on the pole up (θ = 0) instead of hanging (θ = π), with the
-    same draws. Row ``i`` uses draws ``4i … 4i+3``, so the first copy of a batch seeded like a
-    single env starts where that single env starts.
+    same draws. ``span`` replaces the Harder box's half-widths ``[x, x_dot, θ, θ_dot]`` (with
+    ``harder`` only), keeping its draws. Row ``i`` uses draws ``4i … 4i+3``, so the first copy
+    of a batch seeded like a single env starts where that single env starts.
 
     Example:
         >>> sample_initial_states(np.random.default_rng(0), 3, harder=True).shape
@@ -168,7 +174,8 @@ def sample_initial_states(
     """
     centre = _UP if upright else _REST
     if harder:
-        return centre + rng.uniform(-1.0, 1.0, size=(n, 4)) * _HARDER_SPAN
+        box = _HARDER_SPAN if span is None else np.asarray(span, dtype=np.float64)
+        return centre + rng.uniform(-1.0, 1.0, size=(n, 4)) * box
     return centre + rng.standard_normal(size=(n, 4)) * _EASY_STD
 
 
@@ -177,6 +184,24 @@ def _check_share(upright: bool, upright_share: float) -> float:
     if upright and share:
         raise ValueError("give upright=True or an upright_share, not both")
     return share
+
+
+def check_start_span(harder: bool, start_span: ArrayLike | None) -> FloatArray | None:
+    """``start_span`` as a float64 array (``None`` kept), or a one-line ``ValueError``."""
+    if start_span is None:
+        return None
+    if not harder:
+        raise ValueError("start_span sets the Harder box's half-widths: give harder=True")
+    try:
+        span = np.asarray(start_span, dtype=np.float64)
+    except (TypeError, ValueError):
+        span = np.empty(0)
+    if span.shape != (4,) or not np.all(np.isfinite(span)) or np.any(span < 0):
+        raise ValueError(
+            "start_span must be 4 finite half-widths >= 0 for [x, x_dot, theta, theta_dot], "
+            f"got {start_span!r}"
+        )
+    return span
 
 
 def _check_probability(name: str, value: float) -> float:
@@ -193,15 +218,16 @@ def _draw_starts(
     upright: bool,
     upright_share: float,
     inward_share: float = 0.0,
+    span: FloatArray | None = None,
 ) -> FloatArray:
     """:func:`sample_initial_states`, each start then around the pole up with probability
     ``upright_share`` and with its cart moving towards the centre with probability
     ``inward_share`` (one more draw per start for each share strictly between 0 and 1, so
     the other settings keep their streams)."""
     if upright_share >= 1.0:
-        starts = sample_initial_states(rng, n, harder, True)
+        starts = sample_initial_states(rng, n, harder, True, span)
     else:
-        starts = sample_initial_states(rng, n, harder, upright)
+        starts = sample_initial_states(rng, n, harder, upright, span)
         if upright_share > 0.0:
             starts[rng.random(n) < upright_share, 2] -= np.pi  # same draws around θ = 0
     if inward_share > 0.0:
@@ -293,6 +319,10 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
             (its drawn speed, pointed inward; 0 keeps the drawn direction). With the Harder
             box such carts must brake from the first step or cross the track and leave it
             at the far end: a training task that weighs that skill more.
+        start_span: the Harder box's half-widths ``[x, x_dot, θ, θ_dot]`` (default ``[2.4,
+            10, π/2, 10]``; with ``harder=True`` only), e.g. ``[2.4, 10, 0.2, 1]`` with
+            ``upright=True``: the pole near the top over a cart moving at up to 10 m/s, a
+            balancing task that also asks for braking.
 
     Attributes:
         state: The float64 state ``[x, x_dot, theta, theta_dot]``, ``None`` before ``reset``.
@@ -318,6 +348,7 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         upright: bool = False,
         upright_share: float = 0.0,
         inward_share: float = 0.0,
+        start_span: ArrayLike | None = None,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
@@ -327,6 +358,7 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         self.harder, self.upright = bool(harder), bool(upright)
         self.upright_share = _check_share(self.upright, upright_share)
         self.inward_share = _check_probability("inward_share", inward_share)
+        self.start_span = check_start_span(self.harder, start_span)
         self.max_episode_steps = require_int(max_episode_steps, "max_episode_steps")
         self.render_mode = render_mode
         self.observation_space = _single_observation_space()
@@ -340,7 +372,7 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         super().reset(seed=seed)
         state = _state_option(options, (4,))
         if state is None:
-            shares = self.upright_share, self.inward_share
+            shares = self.upright_share, self.inward_share, self.start_span
             state = _draw_starts(self.np_random, 1, self.harder, self.upright, *shares)[0]
         self.state = state
         self.steps = 0
@@ -400,6 +432,7 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         upright_share: Probability that a start is upright, as :class:`CartPoleSwingUpEnv`.
         inward_share: Probability that a start's cart moves towards the centre, as
             :class:`CartPoleSwingUpEnv`.
+        start_span: The Harder box's half-widths, as :class:`CartPoleSwingUpEnv`.
 
     Attributes:
         done: Bool mask ``(B,)`` of copies that ended and were not reset yet.
@@ -426,11 +459,13 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         upright: bool = False,
         upright_share: float = 0.0,
         inward_share: float = 0.0,
+        start_span: ArrayLike | None = None,
     ) -> None:
         self.num_envs = require_int(num_envs, "num_envs")
         self.harder, self.upright = bool(harder), bool(upright)
         self.upright_share = _check_share(self.upright, upright_share)
         self.inward_share = _check_probability("inward_share", inward_share)
+        self.start_span = check_start_span(self.harder, start_span)
         self.max_episode_steps = require_int(max_episode_steps, "max_episode_steps")
         self.autoreset = bool(autoreset)
         mode = AutoresetMode.NEXT_STEP if self.autoreset else AutoresetMode.DISABLED
@@ -445,7 +480,7 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         self.done = np.zeros(self.num_envs, dtype=np.bool_)
 
     def _starts(self, rng: np.random.Generator, n: int) -> FloatArray:
-        shares = self.upright_share, self.inward_share
+        shares = self.upright_share, self.inward_share, self.start_span
         return _draw_starts(rng, n, self.harder, self.upright, *shares)
 
     @property

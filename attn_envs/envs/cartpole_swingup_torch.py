@@ -76,6 +76,8 @@ class CartPoleHoldTask:
         upright: starts around the pole up (the balancing task; the other starts hang down
             and would count as failed at once).
         x_weight, theta_dot_weight, x_dot_weight: the cost's weights.
+        span: the Harder box's half-widths ``[x, x_dot, θ, θ_dot]`` (``harder`` only; ``None``:
+            the env's default box), as the env's ``start_span``.
     """
 
     harder: bool = False
@@ -84,9 +86,10 @@ class CartPoleHoldTask:
     theta_dot_weight: float = 0.01
     x_dot_weight: float = 0.01
     obs_dim: int = 5
+    span: tuple[float, float, float, float] | None = None
 
     def starts(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return csu.sample_initial_states(rng, n, self.harder, self.upright)
+        return csu.sample_initial_states(rng, n, self.harder, self.upright, self.span)
 
     def step(self, state: Tensor, action: Tensor) -> Tensor:
         return dynamics(state, action.reshape(-1))

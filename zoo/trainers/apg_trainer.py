@@ -48,6 +48,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from attn_envs.envs.cartpole_swingup import check_start_span
 from attn_envs.envs.cartpole_swingup_torch import CartPoleHoldTask
 from attn_policies.algorithms.apg import APGConfig, APGTrainer
 from attn_policies.algorithms.es_eval import BatchedEvaluator
@@ -79,7 +80,7 @@ KEYS: dict[str, tuple[type, ...] | None] = {
 }
 # env ids whose physics has a torch twin
 DIFFERENTIABLE = ("attn_envs/CartPoleSwingUp-v0", "attn_envs/CartPoleSwingUpHarder-v0")
-START_KWARGS = ("harder", "upright")
+START_KWARGS = ("harder", "upright", "start_span")
 COST_KEYS = {"x": "x_weight", "theta_dot": "theta_dot_weight", "x_dot": "x_dot_weight"}
 PROGRESS_FIELDS = [
     "update",
@@ -119,8 +120,16 @@ def hold_task(run: RunConfig) -> CartPoleHoldTask:
             )
         check_type(run.name, f"cost.{key}", value, (float, int))
         weights[COST_KEYS[key]] = float(value)
+    harder = bool(kwargs.get("harder"))
+    try:  # the env's own check, so both sides take the same spans
+        span = check_start_span(harder, kwargs.get("start_span"))
+    except ValueError as error:
+        raise ConfigError(f"{run.name}: env_kwargs: {error}") from None
     return CartPoleHoldTask(
-        harder=bool(kwargs.get("harder")), upright=bool(kwargs.get("upright")), **weights
+        harder=harder,
+        upright=bool(kwargs.get("upright")),
+        span=None if span is None else tuple(float(v) for v in span),
+        **weights,
     )
 
 
