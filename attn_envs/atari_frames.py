@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ale_py
 import cv2
 import gymnasium as gym
 import numpy as np
@@ -30,9 +31,10 @@ from stable_baselines3.common.atari_wrappers import (
     StickyActionEnv,
 )
 
+from attn_envs._seeding import SeededWrapperMixin
 from attn_envs._spaces import require_box, require_int
 
-__all__ = ["AtariCropWrapper", "DownsampleCropObservation", "FixedNoopReset"]
+__all__ = ["AtariCropWrapper", "DownsampleCropObservation", "FixedNoopReset", "NoopFrameReset"]
 
 
 class DownsampleCropObservation(
@@ -148,6 +150,66 @@ class FixedNoopReset(gym.Wrapper[Any, int, Any, int], gym.utils.RecordConstructo
             obs, _, terminated, truncated, info = self.env.step(0)
             if terminated or truncated:
                 obs, info = self.env.reset(seed=seed, options=options)
+        return obs, info
+
+
+class NoopFrameReset(
+    SeededWrapperMixin, gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs
+):
+    """A uniform ``0..noop_max`` single emulator frames of NOOP after every reset, also under
+    the ALE env's own frame skip: the start's frame phase varies.
+
+    ``NoopResetEnv`` on an env that skips frames itself (``ALE/<Game>-v5``, ``frameskip=4``)
+    waits whole steps, so every episode starts at the same phase of the skip, and an agent
+    trained there meets only that phase; ``AtariPreprocessing``'s no-ops are single frames,
+    so its agents meet all of them. Pong without sticky actions plays a different game in each
+    phase (``results/puzzle_pong/noops.py``). The frames go straight to the emulator
+    (``ale.act``), so it sits right on the ALE env; wrappers above that read the emulator at
+    reset (``DistractorFeatureObservation``) see the advanced state. The draw comes from a
+    generator seeded in ``reset(seed=...)``.
+
+    Args:
+        env: An ALE env (``ale_py.AtariEnv``, possibly under ``gym.make``'s wrappers) whose
+            action 0 is NOOP.
+        noop_max: The most frames added (3 covers every phase of a frame skip of 4).
+
+    Example:
+        >>> import ale_py
+        >>> gym.register_envs(ale_py)
+        >>> pong = gym.make("ALE/Pong-v5", obs_type="ram", repeat_action_probability=0.0)
+        >>> env = NoopFrameReset(pong, noop_max=3)
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.shape, info["episode_frame_number"] in (0, 1, 2, 3)
+        ((128,), True)
+        >>> env.close()
+    """
+
+    def __init__(self, env: gym.Env, noop_max: int = 3) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, noop_max=noop_max)
+        self.noop_max = require_int(noop_max, "noop_max", minimum=0)
+        base = env.unwrapped
+        if not isinstance(getattr(base, "ale", None), ale_py.ALEInterface):
+            raise TypeError(f"NoopFrameReset needs an ALE env, got {type(base).__name__}")
+        if base.get_action_meanings()[0] != "NOOP":
+            raise ValueError(
+                f"NoopFrameReset needs action 0 to be NOOP, got {base.get_action_meanings()[0]!r}"
+            )
+        super().__init__(env)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._reseed(seed)
+        frames = int(self.rng.integers(self.noop_max + 1))
+        if frames:
+            base = self.env.unwrapped
+            noop = base._action_set[0]
+            for _ in range(frames):
+                base.ale.act(noop)
+            if base.ale.game_over():
+                return self.env.reset(seed=seed, options=options)
+            obs, info = base._get_obs(), base._get_info()
         return obs, info
 
 

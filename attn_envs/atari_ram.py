@@ -23,6 +23,7 @@ from gymnasium import spaces
 
 from attn_envs._seeding import SeededWrapperMixin, derive_rng
 from attn_envs._spaces import require_int
+from attn_envs.atari_frames import NoopFrameReset
 from attn_envs.ram_annotations import (
     RAM_ANNOTATIONS,
     RAM_SIZE,
@@ -442,12 +443,15 @@ def make_distractor_env(
     stack: int = 4,
     distractor_policy: DistractorPolicy = "random",
     order_seed: int | None = None,
+    noop_frames: int = 0,
     **ale_kwargs: Any,
 ) -> gym.Env:
     """``ALE/{game}-v5`` (``obs_type="ram"``) wrapped in ``DistractorFeatureObservation``.
 
-    ``order_seed`` fixes the feature order (see the wrapper); the other keyword arguments go
-    to the ALE env.
+    ``order_seed`` fixes the feature order (see the wrapper); ``noop_frames`` > 0 puts
+    :class:`attn_envs.atari_frames.NoopFrameReset` between the two (up to that many single
+    NOOP frames at reset: every phase of the ALE env's frame skip, as a pixel agent's
+    frame-level no-ops give it); the other keyword arguments go to the ALE env.
 
     Example:
         >>> env = make_distractor_env("Pong", n_distractors=0, stack=2)
@@ -456,6 +460,8 @@ def make_distractor_env(
     """
     game = resolve_game(game)
     env = gym.make(f"ALE/{game}-v5", **{"obs_type": "ram", **ale_kwargs})
+    if require_int(noop_frames, "noop_frames", minimum=0):
+        env = NoopFrameReset(env, noop_max=noop_frames)
     return DistractorFeatureObservation(
         env,
         n_distractors=n_distractors,

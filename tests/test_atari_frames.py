@@ -12,7 +12,13 @@ import pytest
 from _contract import assert_env_contract
 from stable_baselines3.common import atari_wrappers as sb3
 
-from attn_envs.atari_frames import AtariCropWrapper, DownsampleCropObservation, FixedNoopReset
+from attn_envs.atari_frames import (
+    AtariCropWrapper,
+    DownsampleCropObservation,
+    FixedNoopReset,
+    NoopFrameReset,
+)
+from attn_envs.atari_ram import make_distractor_env
 
 gym.register_envs(ale_py)
 
@@ -117,3 +123,57 @@ def test_fixed_noop_reset_bad_inputs() -> None:
         FixedNoopReset(_pong(), -1)
     with pytest.raises(TypeError, match="FixedNoopReset needs an ALE env"):
         FixedNoopReset(gym.make("CartPole-v1"), 3)
+
+
+def _phase_pong(noop_max: int = 3) -> gym.Env:
+    # the ALE env skips 4 frames itself: NoopResetEnv's no-ops would keep the phase
+    return NoopFrameReset(
+        gym.make("ALE/Pong-v5", obs_type="ram", frameskip=4, repeat_action_probability=0.0),
+        noop_max,
+    )
+
+
+def test_noop_frame_reset_contract() -> None:
+    assert_env_contract(_phase_pong, n_steps=20)
+
+
+def test_noop_frame_reset_draws_every_phase_and_replays_its_seed() -> None:
+    """0..noop_max single frames after reset, so a frame-skip-4 env starts at every phase;
+    the draw follows reset's seed, and the observation is the advanced emulator's."""
+    env = _phase_pong(3)
+    frames = []
+    for seed in range(40):
+        obs, info = env.reset(seed=seed)
+        frames.append(info["episode_frame_number"])
+        assert frames[-1] == env.unwrapped.ale.getEpisodeFrameNumber()
+        np.testing.assert_array_equal(obs, env.unwrapped.ale.getRAM())
+    assert set(frames) == {0, 1, 2, 3}
+    again = [env.reset(seed=seed)[1]["episode_frame_number"] for seed in range(40)]
+    assert again == frames
+    info = env.step(0)[4]  # then whole 4-frame steps
+    assert info["episode_frame_number"] == frames[-1] + 4
+    assert _phase_pong(0).reset(seed=1)[1]["episode_frame_number"] == 0
+    env.close()
+
+
+def test_distractor_env_reads_its_features_after_the_phase_frames() -> None:
+    """``make_distractor_env(noop_frames=k)``: the reset stack holds the advanced RAM."""
+    env = make_distractor_env("Pong", n_distractors=0, stack=1, noop_frames=3, frameskip=4,
+                              repeat_action_probability=0.0, order_seed=0)  # fmt: skip
+    moved = 0
+    for seed in range(12):
+        obs, info = env.reset(seed=seed)
+        expected = env.unwrapped.ale.getRAM()[env._indices][env.feature_permutation]
+        np.testing.assert_array_equal(obs[0], expected.astype(np.float32))
+        moved += info["episode_frame_number"] > 0
+    assert moved > 0
+    env.close()
+
+
+def test_noop_frame_reset_bad_inputs() -> None:
+    with pytest.raises(ValueError, match="noop_max must be a non-negative integer, got -1"):
+        _phase_pong(-1)
+    with pytest.raises(TypeError, match="NoopFrameReset needs an ALE env"):
+        NoopFrameReset(gym.make("CartPole-v1"))
+    with pytest.raises(ValueError, match="noop_frames must be a non-negative integer"):
+        make_distractor_env("Pong", n_distractors=0, noop_frames=-2)

@@ -30,6 +30,10 @@ MOVE = np.array([0, 0, 1, 2, 1, 2])  # Pong's action -> stay, up, down
 MOVES = ("stay", "up", "down")
 
 
+def move_counts(moves: np.ndarray) -> dict[str, int]:
+    return dict(zip(MOVES, np.bincount(moves, minlength=3).tolist(), strict=True))
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
     z = np.exp(logits - logits.max(axis=-1, keepdims=True))
     return z / z.sum(axis=-1, keepdims=True)
@@ -43,6 +47,10 @@ def main() -> None:
     parser.add_argument("--before", type=int, default=12, help="steps shown before the point")
     parser.add_argument("--max-steps", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=2_000_000, help="the test seed (shuffles)")
+    parser.add_argument(
+        "--player", default="student", choices=["student", "teacher"],
+        help="who plays the game (teacher: its own greedy moves, for its move shares)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     handle = zoo.load(args.run)
@@ -64,6 +72,8 @@ def main() -> None:
         student.append(int(action[0]))
         labels.append(int(label[0]))
         probs.append(softmax(np.asarray(logits[0], np.float64)))
+        if args.player == "teacher":
+            action = np.asarray(label)
         obs, reward, start, _ = env.step(action)
         if reward[0]:
             points.append((t, float(reward[0])))
@@ -79,6 +89,10 @@ def main() -> None:
         "agreement_actions": float(np.mean(np.array(student) == np.array(labels))),
         "agreement_moves": float(np.mean(student_moves == teacher_moves)),
         "teacher_p_of_student_move": float(p_move[np.arange(len(student)), student_moves].mean()),
+        "player": args.player,
+        # a still paddle's patches have zero frame differences, the keys of empty patches
+        "student_moves": move_counts(student_moves),
+        "teacher_moves": move_counts(teacher_moves),
         "points": points,
     }  # fmt: skip
     print(f"{args.run} ({args.which}), {args.noops} no-ops: return {summary['return']:+.0f} "
