@@ -1,5 +1,5 @@
-"""Tests for zoo.trainers.sb3_trainer's metrics.csv (its training and resume are tested through
-the zoo API in test_runs.py)."""
+"""Tests for zoo.trainers.sb3_trainer's metrics.csv and ``init`` (its training and resume are
+tested through the zoo API in test_runs.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.save_util import load_from_zip_file
 from test_runs import CARTPOLE_PPO, InterruptAt
+from torch.nn.utils import parameters_to_vector
 
 import zoo
+from zoo.config import ConfigError
 from zoo.metrics import legacy_metrics, read_metrics, series
 from zoo.trainers.sb3_state import read_counters
+from zoo.trainers.sb3_trainer import SB3Trainer
 
 PPO_CARTPOLE = {**CARTPOLE_PPO, "n_timesteps": 256, "save_freq": 64}
 
@@ -68,3 +74,58 @@ def test_resume_drops_what_was_logged_past_the_checkpoint(tmp_path: Path) -> Non
     n_resumed = sum(len(f.read_text().splitlines()) - 2 for f in monitors)
     assert (series(table, "episode_return")[0] > done).sum() == n_resumed > 0
     assert np.all(np.diff(table["wall_time"]) >= 0)  # wall time goes on from the first part
+
+
+class StartWeights(BaseCallback):
+    """Keeps the policy's weights, step counter and observation count as training starts."""
+
+    def _on_training_start(self) -> None:
+        self.weights = parameters_to_vector(self.model.policy.parameters()).detach().clone()
+        self.steps = self.model.num_timesteps
+        self.obs_count = self.model.get_vec_normalize_env().obs_rms.count
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def test_init_starts_from_another_runs_weights_and_statistics(tmp_path: Path) -> None:
+    """``init`` loads a finished run's best model and its VecNormalize statistics before
+    the first step; the counters start at 0."""
+    body = {**PPO_CARTPOLE, "normalize": True}
+    first = zoo.train(_write(tmp_path, "first", body), root=tmp_path)
+    file, stats = SB3Trainer().model_file(first.path, "best")
+    start = StartWeights()
+    zoo.train(
+        _write(tmp_path, "second", {**body, "init": str(first.path)}),
+        root=tmp_path,
+        callbacks=[start],
+    )
+    policy = load_from_zip_file(file, load_data=False)[1]["policy"]
+    expected = torch.cat([t.reshape(-1) for k, t in policy.items() if k in dict(
+        start.model.policy.named_parameters())])  # fmt: skip
+    assert torch.equal(start.weights, expected)
+    assert start.steps == 0
+    with np.load(stats) as npz:  # and the first reset's observations, one per env
+        assert start.obs_count == float(npz["obs//count"]) + body["n_envs"] > 100
+
+
+@pytest.mark.parametrize(
+    ("init", "message"),
+    [("nowhere", "'init': nowhere does not exist"), ("narrow", "'init': .*does not fit")],
+)
+def test_bad_init_is_one_config_error_and_writes_nothing(
+    tmp_path: Path, init: str, message: str
+) -> None:
+    if init == "narrow":
+        narrow = {**PPO_CARTPOLE, "policy_kwargs": {"net_arch": [8]}}
+        init = str(zoo.train(_write(tmp_path, "narrow", narrow), root=tmp_path / "a").path)
+    with pytest.raises(ConfigError, match=message) as err:
+        zoo.train(_write(tmp_path, "wide", {**PPO_CARTPOLE, "init": init}), root=tmp_path / "b")
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "b").exists()
+
+
+def _write(tmp_path: Path, name: str, body: dict) -> Path:
+    path = tmp_path / f"{name}.yml"
+    path.write_text(yaml.safe_dump({name: body}))
+    return path

@@ -1,4 +1,4 @@
-"""A Puzzle Pong student's game for every start the env can draw: 1 to 30 no-op frames.
+"""A Puzzle Pong student's (or teacher's) game for every start the env can draw: 1-30 no-ops.
 
     python results/puzzle_pong/noops.py results/puzzle_pong/sampled/0.5/0-20261124-080100 \
         --out results/puzzle_pong/sampled/0.5/noops.json
@@ -24,8 +24,20 @@ import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import zoo
+from attn_policies.algorithms.bc import as_teacher
 from zoo import factory
 from zoo.trainers import get_trainer
+from zoo.trainers.bc_trainer import _collect_run, load_teacher
+
+
+class TeacherPlayer:
+    """A bc run's teacher as a greedy player of the collect env (its own labels)."""
+
+    def __init__(self, teacher: Any, view: Any) -> None:
+        self.act, self.view = as_teacher(teacher), view
+
+    def predict(self, obs: Any, **_: Any) -> tuple[np.ndarray, None]:
+        return np.asarray(self.act(self.view(obs))[0]), None
 
 
 def play_once(agent: Any, env: Any, seed: int) -> tuple[list[float], list[int]]:
@@ -49,13 +61,21 @@ def main() -> None:
     parser.add_argument("run")
     parser.add_argument("--which", default="best", choices=["best", "last"])
     parser.add_argument("--seed", type=int, default=2_000_000, help="the test seed (shuffles)")
+    parser.add_argument(
+        "--player", default="student", choices=["student", "teacher"],
+        help="teacher: the run's teacher plays, from the RAM features read beside the tokens",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     handle = zoo.load(args.run)
     run = handle.config
+    if args.player == "teacher":
+        agent: Any = TeacherPlayer(*load_teacher(run, handle.path))
+        run = _collect_run(run)  # the student's env with the teacher's features beside it
+    else:
+        agent = get_trainer("bc").load(handle.path, run, args.which)
     env_kwargs = run.body.get("env_kwargs") or {}
     noop_max = int(env_kwargs.get("noop_max", 30))
-    agent = get_trainer("bc").load(handle.path, run, args.which)
     fns = []
     for k in range(1, noop_max + 1):  # env k - 1 starts every game with k no-op frames
         body = {**run.body, "env_kwargs": {**env_kwargs, "noops": k}}
@@ -63,7 +83,8 @@ def main() -> None:
     env = DummyVecEnv(fns)
     rewards, lengths = play_once(agent, env, args.seed)
     env.close()
-    print(f"{args.run} ({args.which}): mean over the {noop_max} starts "
+    who = "teacher" if args.player == "teacher" else args.which
+    print(f"{args.run} ({who}): mean over the {noop_max} starts "
           f"{np.mean(rewards):+.2f} ± {np.std(rewards):.2f}")  # fmt: skip
     for k, (r, n) in enumerate(zip(rewards, lengths, strict=True), start=1):
         print(f"  {k:2d} no-ops: {r:+.0f} in {n} steps")
@@ -72,7 +93,8 @@ def main() -> None:
               for p in range(4)}  # fmt: skip
     print("returns by no-ops mod 4:", phases)
     if args.out:
-        summary = {"run": args.run, "which": args.which, "seed": args.seed,
+        summary = {"run": args.run, "which": args.which, "player": args.player,
+                   "seed": args.seed,
                    "mean_reward": float(np.mean(rewards)), "std_reward": float(np.std(rewards)),
                    "by_phase": {str(p): v for p, v in phases.items()},
                    "rewards": rewards, "lengths": lengths}  # fmt: skip

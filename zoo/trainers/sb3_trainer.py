@@ -28,6 +28,7 @@ from zoo.evaluation import (
 )
 from zoo.metrics import MetricsLogger
 from zoo.trainers.sb3_state import (
+    ArtefactError,
     load_model,
     load_replay_buffer,
     load_vecnormalize,
@@ -50,6 +51,7 @@ RL_KEYS: dict[str, tuple[type, ...] | None] = {
     "policy_kwargs": (dict,),
     "torch_threads": (int,),
     "curriculum": (list,),
+    "init": (str,),
 }
 
 
@@ -281,7 +283,9 @@ class SB3Trainer:
                 if spaces is None:
                     spaces = (env.observation_space, env.action_space)
                     check_replay_memory(stage, *spaces)
-                    factory.make_model(stage, env, probe=True)
+                    probe_model = factory.make_model(stage, env, probe=True)
+                    if run.body.get("init"):
+                        self._init(probe_model, env, run)
                 elif (env.observation_space, env.action_space) != spaces:
                     raise ConfigError(
                         f"{stage.name}: curriculum stage {stage.body['env']} has spaces "
@@ -344,6 +348,8 @@ class SB3Trainer:
                     model = factory.make_model(stage, venv)
                     if restore:
                         self._restore(model, ckpt, venv)
+                    elif run.body.get("init"):
+                        self._init(model, venv, run)
                 else:
                     stats_file = checkpoint_files(ckpt, int(model.num_timesteps))[1]
                     if isinstance(venv, VecNormalize) and stats_file.exists():
@@ -381,6 +387,26 @@ class SB3Trainer:
             save_vecnormalize(model.get_vec_normalize_env(), path / "vecnormalize.npz")
         save_model(model, path / "model.zip")
         return int(model.num_timesteps)
+
+    def _init(self, model: BaseAlgorithm, venv: Any, run: RunConfig) -> None:
+        """A warm start: ``init``'s weights and optimiser state (a run folder's best model,
+        else its last; or an SB3 ``.zip``), and its ``VecNormalize`` statistics (the folder's
+        ``.npz``) where the run normalises; the step counters start at 0. Read as tensors and
+        arrays only; anything that does not fit is one :class:`ConfigError` naming ``init``."""
+        source = Path(run.body["init"])
+        if not source.exists():
+            raise ConfigError(f"{run.name}: 'init': {source} does not exist")
+        try:
+            file, stats = self.model_file(source, "best") if source.is_dir() else (source, None)
+        except FileNotFoundError as err:
+            raise ConfigError(f"{run.name}: 'init': {err}") from None
+        try:
+            load_model(model, file, counters=False)
+            if isinstance(venv, VecNormalize) and stats is not None and stats.exists():
+                load_vecnormalize(venv, stats)
+        except (ArtefactError, OSError, ValueError, KeyError) as err:
+            one_line = " ".join(str(err).split())  # torch lists each misfit on its own line
+            raise ConfigError(f"{run.name}: 'init': {one_line}") from None
 
     @staticmethod
     def _restore(model: BaseAlgorithm, ckpt: Path, venv: Any) -> None:
