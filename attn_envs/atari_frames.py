@@ -209,6 +209,7 @@ class NoopFrameReset(
                 base.ale.act(noop)
             if base.ale.game_over():
                 return self.env.reset(seed=seed, options=options)
+            # the reset's obs and info predate these frames: the emulator's own, as step makes
             obs, info = base._get_obs(), base._get_info()
         return obs, info
 
