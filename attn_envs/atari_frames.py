@@ -107,6 +107,16 @@ class DownsampleCropObservation(
         return crop[..., None]
 
 
+def _require_noop_ale(env: gym.Env, wrapper: str) -> None:
+    """TypeError unless ``env`` is an ALE env, ValueError unless its action 0 is NOOP."""
+    base = env.unwrapped
+    if not isinstance(getattr(base, "ale", None), ale_py.ALEInterface):
+        raise TypeError(f"{wrapper} needs an ALE env, got {type(base).__name__}")
+    first = base.get_action_meanings()[0]
+    if first != "NOOP":
+        raise ValueError(f"{wrapper} needs action 0 to be NOOP, got {first!r}")
+
+
 class FixedNoopReset(gym.Wrapper[Any, int, Any, int], gym.utils.RecordConstructorArgs):
     """Exactly ``noops`` NOOP frames after every reset: one fixed start of the ones that
     ``NoopResetEnv`` (or ``AtariPreprocessing``'s ``noop_max``) draws from ``1..noop_max``.
@@ -135,11 +145,7 @@ class FixedNoopReset(gym.Wrapper[Any, int, Any, int], gym.utils.RecordConstructo
     def __init__(self, env: gym.Env, noops: int) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, noops=noops)
         self.noops = require_int(noops, "noops", minimum=0)
-        meanings = getattr(env.unwrapped, "get_action_meanings", None)
-        if meanings is None:
-            raise TypeError(f"FixedNoopReset needs an ALE env, got {type(env.unwrapped).__name__}")
-        if meanings()[0] != "NOOP":
-            raise ValueError(f"FixedNoopReset needs action 0 to be NOOP, got {meanings()[0]!r}")
+        _require_noop_ale(env, "FixedNoopReset")
         super().__init__(env)
 
     def reset(
@@ -187,13 +193,7 @@ class NoopFrameReset(
     def __init__(self, env: gym.Env, noop_max: int = 3) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, noop_max=noop_max)
         self.noop_max = require_int(noop_max, "noop_max", minimum=0)
-        base = env.unwrapped
-        if not isinstance(getattr(base, "ale", None), ale_py.ALEInterface):
-            raise TypeError(f"NoopFrameReset needs an ALE env, got {type(base).__name__}")
-        if base.get_action_meanings()[0] != "NOOP":
-            raise ValueError(
-                f"NoopFrameReset needs action 0 to be NOOP, got {base.get_action_meanings()[0]!r}"
-            )
+        _require_noop_ale(env, "NoopFrameReset")
         super().__init__(env)
 
     def reset(

@@ -90,7 +90,6 @@ def main() -> None:
         "agreement_moves": float(np.mean(student_moves == teacher_moves)),
         "teacher_p_of_student_move": float(p_move[np.arange(len(student)), student_moves].mean()),
         "player": args.player,
-        # a still paddle's patches have zero frame differences, the keys of empty patches
         "student_moves": move_counts(student_moves),
         "teacher_moves": move_counts(teacher_moves),
         "points": points,
