@@ -31,7 +31,11 @@ article's row beside ours; a table whose sweep has not run yet says so) and ``he
 (the article's 10 x 10 occlusion map and ours on one colour scale, -21 to 21).
 ``--root DIR`` reads ``DIR/robustness/`` and writes both files to ``DIR`` instead, so a second
 set of students (another recipe, with the same sweeps run with ``--out DIR/robustness``) gets
-its own tables and heat map beside the first.
+its own tables and heat map beside the first; ``--teacher DIR`` names its teacher (default
+``teacher/``)::
+
+    python results/puzzle_pong/summary.py --root results/puzzle_pong/phases \
+        --teacher results/puzzle_pong/teacher_phases
 """
 
 from __future__ import annotations
@@ -104,10 +108,10 @@ def draw(ax, grid: np.ndarray, title: str):
     return image
 
 
-def teacher_lines() -> list[str]:
-    """The teacher committed under ``teacher/``: its greedy score and training cost."""
-    score = HERE / "teacher" / "eval_deterministic_20.json"
-    runs = sorted((HERE / "teacher").glob("*/status.json"))
+def teacher_lines(folder: Path) -> list[str]:
+    """The teacher committed under ``folder``: its greedy score and training cost."""
+    score = folder / "eval_deterministic_20.json"
+    runs = sorted(folder.glob("*/status.json"))
     if not score.exists() or not runs:
         return ["No teacher committed yet.", ""]
     greedy = json.loads(score.read_text())
@@ -130,9 +134,14 @@ def main(argv: list[str] | None = None) -> None:
         help="folder whose robustness/ tables are read and where summary.md and heatmap.png "
         "are written (default: this one)",
     )  # fmt: skip
-    root = parser.parse_args(argv).root
+    parser.add_argument(
+        "--teacher", type=Path, default=HERE / "teacher",
+        help="the students' teacher folder (its eval_deterministic_20.json and RUN/status.json)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    root = args.root
     tables = root / "robustness"
-    lines = ["# E5 Puzzle Pong at the cpu budget", "", *teacher_lines()]
+    lines = ["# E5 Puzzle Pong at the cpu budget", "", *teacher_lines(args.teacher)]
     shuffle = read_rows("shuffle", tables)
     lines += ["| student (train occlusion 0.0) | as is | shuffled |", "| --- | --- | --- |"]
     lines.append(
