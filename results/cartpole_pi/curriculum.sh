@@ -10,6 +10,8 @@
 # number TUNE_FROM (default 3) on, e.g. TUNE_SET=train_env_kwargs.inward_share=0.5 TUNE_FROM=7
 # (a branch: copy the stages before it into a new ROOT first).
 # Run it again after a stop: finished stages are skipped, an interrupted one resumes.
+# A tune stage whose checks never beat its start hands on its start; the next one then runs
+# with the seed plus its stage number, since the same start and seed would replay it exactly.
 set -euo pipefail
 tune=${1:-6}
 root=${2:-runs/cartpole_pi_curriculum}
@@ -17,11 +19,12 @@ hold=${3:-cartpole_pi_hold}
 seed=${4:-}
 export OMP_NUM_THREADS=1
 start=$(date +%s)
+stage_seed=$seed
 
-stage() {  # stage FOLDER EXPERIMENT [KEY=VALUE ...]
+stage() {  # stage FOLDER EXPERIMENT [KEY=VALUE ...]; seeded with $stage_seed
   local dir=$1 name=$2
   shift 2
-  set -- "$@" ${seed:+"seed=$seed"}
+  set -- "$@" ${stage_seed:+"seed=$stage_seed"}
   if [[ -f $dir/model.pt ]]; then
     echo "$dir: done"
   elif [[ -f $dir/config.yml ]]; then
@@ -32,6 +35,12 @@ stage() {  # stage FOLDER EXPERIMENT [KEY=VALUE ...]
   echo "$dir: finished, $(( ($(date +%s) - start) / 60 )) min since this script started"
 }
 
+kept_start() {  # kept_start FOLDER: no check of that stage beat its generation-0 check
+  python -c 'import json, sys
+checks = json.load(open(sys.argv[1]))
+sys.exit(0 if max(checks, key=lambda e: e["test_mean"])["generation"] == 0 else 1)' "$1/evaluations.json"
+}
+
 stage "$root/1_hold" "$hold"
 stage "$root/2_catch" cartpole_pi_catch "init=$root/1_hold"
 previous=$root/2_catch
@@ -39,6 +48,10 @@ for ((k = 3; k < 3 + tune; k++)); do
   extra=()
   if [[ $k -ge ${TUNE_FROM:-3} ]]; then
     read -r -a extra <<< "${TUNE_SET:-}"
+  fi
+  stage_seed=$seed
+  if [[ $k -gt 3 ]] && kept_start "$previous"; then
+    stage_seed=$(( ${seed:-0} + k ))
   fi
   stage "$root/${k}_tune" cartpole_pi_tune "init=$previous" ${extra[@]+"${extra[@]}"}
   previous=$root/${k}_tune

@@ -6,13 +6,20 @@ in the order of their number) and writes ``curriculum.csv`` and ``curriculum.png
 stage's periodic tests (``evaluations.json``: 100 test episodes, or the hold stage's upright
 ones) at the wall time they were reached, the stages placed end to end by their
 ``status.json`` wall seconds, and each stage's 1000-episode result (``eval.json``).
+
+A chain whose stages lie in several folders (a branch) is drawn from its stage folders in
+order, written to ``--out``::
+
+    python results/cartpole_pi/curriculum_curve.py results/cartpole_pi/curriculum_harder/[1-6]_* \
+        results/cartpole_pi/harder_side/{7,8,9,10}_tune_inward0.5 \
+        --out results/cartpole_pi/harder_side
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -29,9 +36,9 @@ def stages(folder: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split("_")[0]))
 
 
-def main(folder: Path) -> None:
+def main(chain: list[Path], folder: Path) -> None:
     rows, offset = [], 0.0
-    for stage in stages(folder):
+    for stage in chain:
         status = json.loads((stage / "status.json").read_text())
         wall = float(status["wall_seconds"])
         count = "update" if "update" in status else "generation"
@@ -50,7 +57,7 @@ def main(folder: Path) -> None:
         writer.writerow(["stage", "kind", "minutes", "mean_return"])
         writer.writerows(rows)
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for stage in stages(folder):
+    for stage in chain:
         tests = [r for r in rows if r[0] == stage.name and r[1] == "test"]
         style = "--" if "hold" in stage.name else "-"
         ax.plot([r[2] for r in tests], [r[3] for r in tests], style, lw=1, label=stage.name)
@@ -69,4 +76,16 @@ def main(folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "results/cartpole_pi/curriculum"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "paths", nargs="*", type=Path, default=[Path("results/cartpole_pi/curriculum")],
+        help="a folder of numbered stages, or the stage folders of one chain in order",
+    )  # fmt: skip
+    parser.add_argument("--out", type=Path, help="where to write (default: the one folder)")
+    args = parser.parse_args()
+    if len(args.paths) == 1 and not (args.paths[0] / "eval.json").exists():
+        main(stages(args.paths[0]), args.out or args.paths[0])
+    elif args.out is None:
+        parser.error("--out is needed with stage folders")
+    else:
+        main(args.paths, args.out)
