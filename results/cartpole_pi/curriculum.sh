@@ -9,6 +9,8 @@
 # TUNE_SET="KEY=VALUE ..." (environment) adds those config overrides to the tune stages from
 # number TUNE_FROM (default 3) on, e.g. TUNE_SET=train_env_kwargs.inward_share=0.5 TUNE_FROM=7
 # (a branch: copy the stages before it into a new ROOT first).
+# CMA_SET="KEY=VALUE ..." adds overrides to every CMA-ES stage (catch and tune), e.g.
+# CMA_SET=evaluator=processes runs their rollouts on both cores.
 # Run it again after a stop: finished stages are skipped, an interrupted one resumes.
 # A tune stage whose checks never beat its start hands on its start; the next one then runs
 # with the seed plus its stage number, since the same start and seed would replay it exactly.
@@ -42,12 +44,14 @@ sys.exit(0 if max(checks, key=lambda e: e["test_mean"])["generation"] == 0 else 
 }
 
 stage "$root/1_hold" "$hold"
-stage "$root/2_catch" cartpole_pi_catch "init=$root/1_hold"
+read -r -a cma <<< "${CMA_SET:-}"
+stage "$root/2_catch" cartpole_pi_catch "init=$root/1_hold" ${cma[@]+"${cma[@]}"}
 previous=$root/2_catch
 for ((k = 3; k < 3 + tune; k++)); do
-  extra=()
+  extra=(${cma[@]+"${cma[@]}"})
   if [[ $k -ge ${TUNE_FROM:-3} ]]; then
-    read -r -a extra <<< "${TUNE_SET:-}"
+    read -r -a tune_set <<< "${TUNE_SET:-}"
+    extra+=(${tune_set[@]+"${tune_set[@]}"})
   fi
   stage_seed=$seed
   if [[ $k -gt 3 ]] && kept_start "$previous"; then
