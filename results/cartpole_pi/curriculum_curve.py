@@ -36,7 +36,7 @@ def stages(folder: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split("_")[0]))
 
 
-def main(chain: list[Path], folder: Path) -> None:
+def main(chain: list[Path], out: Path) -> None:
     rows, offset = [], 0.0
     for stage in chain:
         status = json.loads((stage / "status.json").read_text())
@@ -52,7 +52,7 @@ def main(chain: list[Path], folder: Path) -> None:
         rows.append(
             [stage.name, "final_1000", round(offset / 60, 2), round(final["mean_reward"], 1)]
         )
-    with (folder / "curriculum.csv").open("w", newline="") as fh:
+    with (out / "curriculum.csv").open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["stage", "kind", "minutes", "mean_return"])
         writer.writerows(rows)
@@ -72,7 +72,7 @@ def main(chain: list[Path], folder: Path) -> None:
     ax.set_title("E3 curriculum from scratch (hold: upright starts; others: Harder starts)")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    fig.savefig(folder / "curriculum.png", dpi=110)
+    fig.savefig(out / "curriculum.png", dpi=110)
 
 
 if __name__ == "__main__":
