@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 
 import matplotlib
+import yaml
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -34,6 +35,12 @@ def stages(folder: Path) -> list[Path]:
         p for p in folder.iterdir() if p.name.split("_")[0].isdigit() and (p / "eval.json").exists()
     ]
     return sorted(found, key=lambda p: int(p.name.split("_")[0]))
+
+
+def _evaluator(stage: Path) -> str | None:
+    """The stage's CMA-ES evaluator (``config.yml``: one experiment's mapping), if any."""
+    config = yaml.safe_load((stage / "config.yml").read_text())
+    return next(iter(config.values())).get("evaluator")
 
 
 def main(chain: list[Path], out: Path) -> None:
@@ -67,7 +74,9 @@ def main(chain: list[Path], out: Path) -> None:
     )
     ax.axhline(450, color="r", lw=0.8, ls=":", label="goal 450")
     ax.axvline(120, color="grey", lw=0.8, ls=":", label="2 h")
-    ax.set_xlabel("wall minutes from scratch (1 core)")
+    both = any(_evaluator(stage) == "processes" for stage in chain)
+    cores = "CMA-ES stages on both cores" if both else "1 core"
+    ax.set_xlabel(f"wall minutes from scratch ({cores})")
     ax.set_ylabel("mean test return")
     ax.set_title("E3 curriculum from scratch (hold: upright starts; others: Harder starts)")
     ax.legend(fontsize=7, ncol=2)
