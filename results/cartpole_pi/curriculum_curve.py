@@ -23,7 +23,8 @@ import json
 from pathlib import Path
 
 import matplotlib
-import yaml
+
+import zoo
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -38,9 +39,8 @@ def stages(folder: Path) -> list[Path]:
 
 
 def _evaluator(stage: Path) -> str | None:
-    """The stage's CMA-ES evaluator (``config.yml``: one experiment's mapping), if any."""
-    config = yaml.safe_load((stage / "config.yml").read_text())
-    return next(iter(config.values())).get("evaluator")
+    """The stage's CMA-ES evaluator (from its saved ``config.yml``), if any."""
+    return zoo.load_runs(stage)[0].body.get("evaluator")
 
 
 def main(chain: list[Path], out: Path) -> None:
