@@ -45,12 +45,12 @@ sys.exit(0 if max(checks, key=lambda e: e["test_mean"])["generation"] == 0 else 
 
 stage "$root/1_hold" "$hold"
 read -r -a cma <<< "${CMA_SET:-}"
+read -r -a tune_set <<< "${TUNE_SET:-}"
 stage "$root/2_catch" cartpole_pi_catch "init=$root/1_hold" ${cma[@]+"${cma[@]}"}
 previous=$root/2_catch
 for ((k = 3; k < 3 + tune; k++)); do
   extra=(${cma[@]+"${cma[@]}"})
   if [[ $k -ge ${TUNE_FROM:-3} ]]; then
-    read -r -a tune_set <<< "${TUNE_SET:-}"
     extra+=(${tune_set[@]+"${tune_set[@]}"})
   fi
   stage_seed=$seed
