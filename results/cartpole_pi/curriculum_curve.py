@@ -43,8 +43,13 @@ def _evaluator(stage: Path) -> str | None:
     return zoo.load_runs(stage)[0].body.get("evaluator")
 
 
-def main(chain: list[Path], out: Path) -> None:
-    rows, offset = [], 0.0
+def chain_rows(chain: list[Path], offset: float = 0.0) -> list[list]:
+    """``[stage, kind, minutes, mean_return]`` rows: the stages' checks and 1000-episode tests.
+
+    The stages are placed end to end from ``offset`` seconds; a stage without an ``eval.json``
+    (an interrupted one) contributes its checks only.
+    """
+    rows = []
     for stage in chain:
         status = json.loads((stage / "status.json").read_text())
         wall = float(status["wall_seconds"])
@@ -54,11 +59,17 @@ def main(chain: list[Path], out: Path) -> None:
         for e in tests:
             minutes = (offset + wall * e[count] / total) / 60
             rows.append([stage.name, "test", round(minutes, 2), round(e["test_mean"], 1)])
-        final = json.loads((stage / "eval.json").read_text())["policies"]["deterministic"]
         offset += wall
-        rows.append(
-            [stage.name, "final_1000", round(offset / 60, 2), round(final["mean_reward"], 1)]
-        )
+        if (stage / "eval.json").exists():
+            final = json.loads((stage / "eval.json").read_text())["policies"]["deterministic"]
+            rows.append(
+                [stage.name, "final_1000", round(offset / 60, 2), round(final["mean_reward"], 1)]
+            )
+    return rows
+
+
+def main(chain: list[Path], out: Path) -> None:
+    rows = chain_rows(chain)
     with (out / "curriculum.csv").open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["stage", "kind", "minutes", "mean_return"])
