@@ -86,6 +86,22 @@ def test_show_with_budget_and_set(capsys: pytest.CaptureFixture[str]) -> None:
     assert body["eval"]["freq"] == smoke.eval.freq
 
 
+def test_closed_pipe_stops_quietly() -> None:
+    # `attn-zoo show ... | head -1`: the reader leaves after one line; the matrix's configs
+    # overflow the pipe's buffer, so a later write meets a closed pipe.
+    proc = subprocess.Popen(
+        ["attn-zoo", "show", "atari_nonlocal", "--budget", "full"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"# atari_nonlocal/")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert err == ""
+
+
 def test_show_matrix_limit(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", "atari_nonlocal", "--budget", "smoke", "--limit", "2"]) == 0
     out = capsys.readouterr().out

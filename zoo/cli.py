@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import signal
 import sys
@@ -485,8 +486,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nattn-zoo: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception as err:
         return _internal_error(err, args)
+
+
+def _reader_gone() -> int:
+    """stdout's reader left (``attn-zoo show ... | head``): stop quietly, as shell tools do.
+
+    stdout is pointed at /dev/null first, or the interpreter's final flush raises again.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # a stdout without a file descriptor
+        pass
+    return 128 + 13  # SIGPIPE's exit status
 
 
 if __name__ == "__main__":
