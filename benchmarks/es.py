@@ -363,7 +363,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--late-model",
         type=Path,
-        default=HERE.parent / "results" / "cartpole_pi" / "pi" / "best_model.pt",
+        default=HERE.parent / "results" / "cartpole_pi" / "pi_x0" / "best_model.pt",
         help="trained state dict for the late-generation row (skipped if missing)",
     )
     args = parser.parse_args()

@@ -1,7 +1,7 @@
 """Parameter scale of E3 agents: the RMS of each parameter group, one row per run folder.
 
     python results/cartpole_pi/weights.py runs/pretrained/cartpole_pi \
-        results/cartpole_pi/pi results/cartpole_pi/pi_warm_T300 results/cartpole_pi/pi_sigma1
+        results/cartpole_pi/pi_x0 results/cartpole_pi/pi_warm_T300 results/cartpole_pi/pi_sigma1
 
 writes ``weights.md`` beside this script. The authors' checkpoint is read from a run folder
 made by ``attn-zoo import`` (see the README); it is not part of this repository. The
