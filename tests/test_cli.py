@@ -102,6 +102,15 @@ def test_closed_pipe_stops_quietly() -> None:
     assert err == ""
 
 
+def test_other_broken_pipe_is_a_bug(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A pipe other than stdout (an evaluator worker's) breaking is not a reader that left.
+    def broken(args: Any) -> int:
+        raise BrokenPipeError("worker pipe")
+
+    monkeypatch.setattr(zoo.cli, "_cmd_list", broken)
+    assert main(["list"]) == 1
+
+
 def test_show_matrix_limit(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", "atari_nonlocal", "--budget", "smoke", "--limit", "2"]) == 0
     out = capsys.readouterr().out

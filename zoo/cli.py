@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import shlex
 import signal
 import sys
@@ -486,22 +487,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nattn-zoo: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return _reader_gone()
+    except BrokenPipeError as err:
+        if not _stdout_reader_gone():  # another pipe broke (a worker's): a bug, not the reader
+            return _internal_error(err, args)
+        return _reader_gone(args)
     except Exception as err:
         return _internal_error(err, args)
 
 
-def _reader_gone() -> int:
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has left (poll reports an error on it)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll, or a stdout without a descriptor
+        return False
+
+
+def _reader_gone(args: argparse.Namespace) -> int:
     """stdout's reader left (``attn-zoo show ... | head``): stop quietly, as shell tools do.
 
-    stdout is pointed at /dev/null first, or the interpreter's final flush raises again.
+    stdout is pointed at /dev/null first, or the interpreter's final flush raises again. A
+    training run stopped this way says on stderr how to resume it.
     """
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (AttributeError, OSError, ValueError):  # a stdout without a file descriptor
-        pass
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    folder = progress.current_run() if args.command == "train" else None
+    if folder:
+        resume = f"attn-zoo train --resume {folder}"
+        print(f"attn-zoo: stdout closed; to resume: {resume}", file=sys.stderr)
     return 128 + 13  # SIGPIPE's exit status
 
 
