@@ -136,7 +136,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             else:
                 runs = zoo.train_all(args.name, **kwargs)
     except KeyboardInterrupt:
-        folder = progress.current_run() or (Path(args.resume) if args.resume else None)
+        folder = _train_folder(args)
         where = shlex.quote(str(folder)) if folder else "RUN_FOLDER"
         print(
             f"\ninterrupted: a checkpoint was saved; continue with "
@@ -449,6 +449,11 @@ USER_ERRORS = (ConfigError, FileNotFoundError, NotADirectoryError, PermissionErr
 """What a user can fix (a config, a path, a value): one line, exit 2."""
 
 
+def _train_folder(args: argparse.Namespace) -> Path | None:
+    """The run folder a ``train`` command was writing: the one it started, or the resumed one."""
+    return progress.current_run() or (Path(args.resume) if args.resume else None)
+
+
 def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
@@ -462,10 +467,7 @@ def _internal_error(err: BaseException, args: argparse.Namespace) -> int:
     except OSError:
         log = None
     print(f"attn-zoo: internal error: {type(err).__name__}: {_one_line(err)}", file=sys.stderr)
-    if args.command == "train":
-        folder = progress.current_run() or args.resume
-    else:
-        folder = getattr(args, "run", None)
+    folder = _train_folder(args) if args.command == "train" else getattr(args, "run", None)
     if folder:
         print(f"  run folder: {folder} (status.json, logs/)", file=sys.stderr)
     if log is not None:
@@ -513,9 +515,9 @@ def _reader_gone(args: argparse.Namespace) -> int:
     """
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
-    folder = progress.current_run() if args.command == "train" else None
+    folder = _train_folder(args) if args.command == "train" else None
     if folder:
-        resume = f"attn-zoo train --resume {folder}"
+        resume = f"attn-zoo train --resume {shlex.quote(str(folder))}"
         print(f"attn-zoo: stdout closed; to resume: {resume}", file=sys.stderr)
     return 128 + 13  # SIGPIPE's exit status
 
