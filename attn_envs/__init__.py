@@ -33,7 +33,7 @@ _PUBLIC = {
     "DownsampleCropObservation": "attn_envs.atari_frames",
     "AtariCropWrapper": "attn_envs.atari_frames",
     "FixedNoopReset": "attn_envs.atari_frames",
-    "RAM_ANNOTATIONS": "attn_envs.atari_ram",
+    "RAM_ANNOTATIONS": "attn_envs.ram_annotations",
     "BackgroundObservation": "attn_envs.background",
     "available_backgrounds": "attn_envs.background",
     "load_background": "attn_envs.background",

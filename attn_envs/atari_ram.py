@@ -1,6 +1,6 @@
 """AtariARI-style annotated-RAM features with distractor games (seed 002, the d-AWRL thesis, E7).
 
-``RAM_ANNOTATIONS`` (:mod:`attn_envs.ram_annotations`, re-exported here) names the bytes of
+``RAM_ANNOTATIONS`` (:mod:`attn_envs.ram_annotations`) names the bytes of
 the 128-byte Atari RAM that hold the game's state variables (positions, scores, lives).
 ``RamFeatureObservation`` turns an ALE env's observation into those bytes.
 ``DistractorFeatureObservation`` builds the thesis's noisy inputs: the features of the played
@@ -25,7 +25,6 @@ from attn_envs._seeding import SeededWrapperMixin, derive_rng
 from attn_envs._spaces import require_int
 from attn_envs.atari_frames import NoopFrameReset
 from attn_envs.ram_annotations import (
-    RAM_ANNOTATIONS,
     RAM_SIZE,
     feature_indices,
     game_from_env_id,
@@ -33,15 +32,11 @@ from attn_envs.ram_annotations import (
 )
 
 __all__ = [
-    "RAM_ANNOTATIONS",
     "DistractorFeatureObservation",
     "RamFeatureEntryObservation",
     "RamFeatureObservation",
-    "feature_indices",
-    "game_from_env_id",
     "make_distractor_env",
     "make_ram_feature_env",
-    "resolve_game",
 ]
 
 gym.register_envs(ale_py)

@@ -4,7 +4,7 @@ Seed 000, sec. 10.3 trains a relational module and a CNN on MNIST digits that ar
 translated (up to ±6 px), rotated (up to ±30°) and sprinkled with ``10 + |5·N(0, 1)|``
 white spots, then renormalised by their maximum. This module supplies the data side:
 
-* the files (:mod:`attn_envs.mnist_data`, re-exported here): :func:`load_mnist` reads the
+* the files (:mod:`attn_envs.mnist_data`): :func:`~attn_envs.mnist_data.load_mnist` reads the
   standard IDX files from a local folder, :func:`download_mnist` fetches and checks them,
   :func:`read_idx` / :func:`write_idx` handle the IDX format, and :func:`synthetic_digits`
   draws digit-like images with OpenCV's Hershey fonts, so tests and smoke runs never need a
@@ -31,32 +31,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attn_envs._spaces import require_int
-from attn_envs.mnist_data import (
-    MNIST_FILES,
-    MNIST_MD5,
-    MNIST_MIRRORS,
-    download_mnist,
-    load_mnist,
-    read_idx,
-    synthetic_digits,
-    uci_digits,
-    write_idx,
-)
 
-__all__ = [
-    "MNIST_FILES",
-    "MNIST_MD5",
-    "MNIST_MIRRORS",
-    "MNISTTransform",
-    "download_mnist",
-    "load_mnist",
-    "read_idx",
-    "synthetic_digits",
-    "transform_mnist",
-    "transformed_test_set",
-    "uci_digits",
-    "write_idx",
-]
+__all__ = ["MNISTTransform", "transform_mnist", "transformed_test_set"]
 
 # ---------------------------------------------------------------------------------------------
 # The E1 transform
@@ -139,6 +115,7 @@ def transform_mnist(
         float32 ``(B, 1, H, W)`` in ``[0, 1]``, each non-blank image with maximum exactly 1.
 
     Example:
+        >>> from attn_envs.mnist_data import synthetic_digits
         >>> images, _ = synthetic_digits(8, seed=0)
         >>> x = transform_mnist(images, torch.Generator().manual_seed(0))
         >>> x.shape, x.dtype, float(x.min()), x.amax(dim=(1, 2, 3)).tolist() == [1.0] * 8
@@ -187,6 +164,7 @@ class MNISTTransform:
 
     Example:
         >>> transform = MNISTTransform(max_rotation=0.0, n_spots=None)  # shifts only
+        >>> from attn_envs.mnist_data import synthetic_digits
         >>> images, _ = synthetic_digits(2, seed=1)
         >>> transform(images, torch.Generator().manual_seed(0)).shape
         torch.Size([2, 1, 28, 28])
@@ -228,6 +206,7 @@ def transformed_test_set(
         ``(x, y)``: float ``(n, 1, 28, 28)`` and int64 ``(n,)``.
 
     Example:
+        >>> from attn_envs.mnist_data import synthetic_digits
         >>> images, labels = synthetic_digits(20, seed=0)
         >>> x, y = transformed_test_set(images, labels, n=10, seed=3)
         >>> x.shape, y.shape

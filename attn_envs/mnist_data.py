@@ -166,7 +166,7 @@ def _find(root: Path, name: str) -> Path:
     tried = ", ".join(str(c) for c in candidates)
     raise FileNotFoundError(
         f"MNIST file {name!r} not found; looked for {tried}. Fetch the files with "
-        f"attn_envs.mnist.download_mnist({str(root)!r}) where a network is available, or copy "
+        f"attn_envs.mnist_data.download_mnist({str(root)!r}) where a network is available, or copy "
         f"the four IDX files ({', '.join(MNIST_MD5)}, gzipped or not) into {root}."
     )
 

@@ -53,7 +53,7 @@ all features. :meth:`DAWRLPolicy.feature_values` returns the per-feature terms `
 Batch-norm statistics in training mode are taken over the batch and all tokens (as in the
 thesis); in eval mode every step of d-AWRL is per token.
 
-**Baselines** (:mod:`attn_policies.feature_baselines`, re-exported here).
+**Baselines** (:mod:`attn_policies.feature_baselines`).
 :class:`FeatureFCExtractor` and :class:`FeatureCNNExtractor` (base CNN and a-CNN).
 
 **Parameter counts** (table 7.2; Pong, 6 actions). Attention: inference 131,712, policy
@@ -106,26 +106,14 @@ from attn_policies.attention import (
     require_sizes,
     sinusoidal_table,
 )
-from attn_policies.feature_baselines import (
-    FeatureCNNExtractor,
-    FeatureFCExtractor,
-    ParallelConv1d,
-    dry_run,
-    feature_shape,
-    layers_to_span,
-)
+from attn_policies.feature_baselines import dry_run, feature_shape
 
 __all__ = [
     "AWRLBlock",
     "AWRLExtractor",
     "AWRLSelfAttention",
     "DAWRLPolicy",
-    "FeatureCNNExtractor",
-    "FeatureFCExtractor",
     "FeatureSumHead",
-    "ParallelConv1d",
-    "feature_shape",
-    "layers_to_span",
 ]
 
 Variant = Literal["g", "d"]

@@ -5,8 +5,7 @@ The extractors live next to the layers they wrap (``relational.py``, ``neuron_ex
 name (``"relational"``) or by its import path
 (``"attn_policies.relational.RelationalExtractor"`` or
 ``"attn_policies.relational:RelationalExtractor"``). Names are resolved by import, never by
-``eval``. Old import paths (``attn_policies.neuron:...``, ``attn_policies.awrl:FeatureFCExtractor``)
-still resolve through re-exports.
+``eval``.
 
 ===========================  ===========================================================  ====
 short name                   class (in ``attn_policies``)                                 exp.

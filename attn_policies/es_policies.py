@@ -18,7 +18,7 @@ from attn_policies._es_support import FlatParameters
 from attn_policies.attention import require_sizes
 from attn_policies.attention_neuron import AttentionNeuron, NeuronState, zero_rows
 
-__all__ = ["AttentionNeuronPolicy", "FNNPolicy", "FlatParameters", "PolicyState"]
+__all__ = ["AttentionNeuronPolicy", "FNNPolicy", "PolicyState"]
 
 
 class PolicyState(NamedTuple):

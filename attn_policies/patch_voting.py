@@ -10,48 +10,30 @@ codes, and the same voting, with patch size 1, picks the top ``K`` codes.
 Top-K selection is a sort: the selected coordinates carry no gradient back to the voting
 weights (they are constants indexed by the winners), so these agents are meant for
 gradient-free training such as CMA-ES, as in both papers. The agents therefore expose
-:attr:`~FlatParameters.num_parameters` and a flat parameter vector
-(:meth:`~FlatParameters.get_flat_parameters` / :meth:`~FlatParameters.set_flat_parameters`)
+:class:`~attn_policies._es_support.FlatParameters`' ``num_parameters`` and a flat parameter
+vector (``get_flat_parameters`` / ``set_flat_parameters``)
 whose layout is module registration order, which is also the layout of the authors'
 ``get_params`` (``google/brain-tokyo-workshop``, ``AttentionNeuron/solutions``).
 
 Where the seeds are silent the choices follow the authors' public code and are stated in
 the class docstrings. The agents (:class:`AttentionAgent`, :class:`AttentionNeuronVotingAgent`,
-:func:`carracing_action`) live in :mod:`attn_policies.patch_agents`; their old names here
-(``attn_policies.patch_voting:carracing_action`` in configs) still resolve.
+:func:`carracing_action`) live in :mod:`attn_policies.patch_agents`.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from attn_policies._es_support import FlatParameters
 from attn_policies.attention import AttentionCapture, attend, require_sizes
 
-__all__ = ["FlatParameters", "PatchVoting", "Votes", "grid_centres", "image_patches"]
-
-
-def _agents() -> Any:
-    # The agents moved to patch_agents, which imports this module: resolved lazily (no cycle).
-    return importlib.import_module("attn_policies.patch_agents")
-
-
-def __getattr__(name: str) -> Any:
-    if not name.startswith("_") and name in _agents().__all__:
-        return getattr(_agents(), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_agents().__all__))
+__all__ = ["PatchVoting", "Votes", "grid_centres", "image_patches"]
 
 
 def grid_centres(

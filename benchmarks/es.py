@@ -62,13 +62,8 @@ import torch
 
 from attn_envs.envs.cartpole_swingup import CartPoleSwingUpEnv
 from attn_policies.algorithms.cmaes import CMAES, CMAESConfig
-from attn_policies.algorithms.es_eval import (
-    BatchedEvaluator,
-    Evaluator,
-    PolicyFactory,
-    ProcessEvaluator,
-    RolloutSpec,
-)
+from attn_policies.algorithms.es_eval import BatchedEvaluator, Evaluator, PolicyFactory, RolloutSpec
+from attn_policies.algorithms.es_workers import ProcessEvaluator
 from attn_policies.canvas import new_figure, save_figure
 from attn_policies.es_policies import AttentionNeuronPolicy
 
@@ -77,7 +72,7 @@ OUT = HERE / "results"
 VENV = HERE / ".venv-evojax"
 REQUIREMENTS = HERE / "evojax-requirements.txt"
 ENV_ID = "attn_envs:attn_envs/CartPoleSwingUpHarder-v0"
-POLICY = PolicyFactory("attn_policies.neuron:AttentionNeuronPolicy.cartpole")
+POLICY = PolicyFactory("attn_policies.es_policies:AttentionNeuronPolicy.cartpole")
 LOOP = "per-individual loop"
 POOL = "process pool"
 

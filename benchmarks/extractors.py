@@ -124,7 +124,14 @@ def time_case(case: Case, repeats: int, seed: int = 0) -> dict[str, object]:
 
 
 def build_cases() -> list[Case]:
-    from attn_policies import awrl, cnn_layers, neuron, nonlocal_cnn, relational
+    from attn_policies import (
+        awrl,
+        cnn_layers,
+        feature_baselines,
+        neuron_extractors,
+        nonlocal_cnn,
+        relational,
+    )
 
     frames = spaces.Box(0, 255, (4, 84, 84), np.uint8)
     doorkey = spaces.Box(0.0, 1.0, (3, 7, 7), np.float32)
@@ -170,9 +177,9 @@ def build_cases() -> list[Case]:
             {
                 "AWRLExtractor g": lambda s: awrl.AWRLExtractor(s, variant="g"),
                 "AWRLExtractor d": lambda s: awrl.AWRLExtractor(s, variant="d"),
-                "FeatureFCExtractor": awrl.FeatureFCExtractor,
-                "FeatureCNNExtractor": awrl.FeatureCNNExtractor,
-                "FeatureCNNExtractor deep (a-CNN)": lambda s: awrl.FeatureCNNExtractor(
+                "FeatureFCExtractor": feature_baselines.FeatureFCExtractor,
+                "FeatureCNNExtractor": feature_baselines.FeatureCNNExtractor,
+                "FeatureCNNExtractor deep (a-CNN)": lambda s: feature_baselines.FeatureCNNExtractor(
                     s, deep=True
                 ),
             },
@@ -182,7 +189,7 @@ def build_cases() -> list[Case]:
             cartpole,
             256,
             ("sb3 MlpPolicy trunk (flattened window)", MlpTrunk),
-            {"AttentionNeuronVectorExtractor": neuron.AttentionNeuronVectorExtractor},
+            {"AttentionNeuronVectorExtractor": neuron_extractors.AttentionNeuronVectorExtractor},
             cartpole["observation"],
         ),
         Case(
@@ -190,7 +197,7 @@ def build_cases() -> list[Case]:
             puzzle,
             256,
             ("sb3 NatureCNN (4x84x84 frames)", NatureCNN),
-            {"AttentionNeuronExtractor": neuron.AttentionNeuronExtractor},
+            {"AttentionNeuronExtractor": neuron_extractors.AttentionNeuronExtractor},
             frames,
         ),
         Case(

@@ -13,14 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attn_envs.atari_ram import (
-    RAM_ANNOTATIONS,
     DistractorFeatureObservation,
     RamFeatureEntryObservation,
     RamFeatureObservation,
-    feature_indices,
     make_distractor_env,
     make_ram_feature_env,
 )
+from attn_envs.ram_annotations import RAM_ANNOTATIONS, feature_indices
 
 gym.register_envs(ale_py)
 

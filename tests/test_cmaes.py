@@ -62,7 +62,7 @@ def test_x0_is_zero_and_sigma0_is_used() -> None:
 
 def _trainer(seed: int = 0) -> CMAESTrainer:
     spec = RolloutSpec(
-        PolicyFactory("attn_policies.neuron:AttentionNeuronPolicy.cartpole"),
+        PolicyFactory("attn_policies.es_policies:AttentionNeuronPolicy.cartpole"),
         env_id="attn_envs:attn_envs/CartPoleSwingUpHarder-v0",
         max_steps=30,
     )

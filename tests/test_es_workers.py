@@ -11,17 +11,8 @@ import numpy as np
 import pytest
 from _es import ENV, FNN, PI, SEEDS, population
 
-from attn_policies.algorithms import es_eval
 from attn_policies.algorithms.es_eval import BatchedEvaluator, RolloutSpec
 from attn_policies.algorithms.es_workers import ProcessEvaluator, RayEvaluator, make_evaluator
-
-
-def test_old_import_path_still_works() -> None:
-    from attn_policies.algorithms.es_eval import ProcessEvaluator as Old
-
-    assert Old is ProcessEvaluator and es_eval.make_evaluator is make_evaluator
-    with pytest.raises(AttributeError):
-        es_eval.NoSuchEvaluator  # noqa: B018
 
 
 def crash_once_env(marker: str, n: int) -> gym.vector.VectorEnv:

@@ -13,7 +13,6 @@ from _sb3 import n_params, sample_batch
 from gymnasium import spaces
 from torch import Tensor, nn
 
-import attn_policies.awrl as awrl
 from attn_policies.feature_baselines import (
     FeatureCNNExtractor,
     FeatureFCExtractor,
@@ -29,13 +28,10 @@ def obs_batch(n_features: int, batch: int = 4, seed: int = 0) -> Tensor:
     return sample_batch(feature_space(n_features), batch, seed)
 
 
-def test_old_import_path_still_names_the_baselines() -> None:
-    """Configs and saved runs name ``attn_policies.awrl:FeatureFCExtractor``."""
+def test_catalog_names_the_baselines() -> None:
     from attn_policies.catalog import get_extractor
 
-    assert awrl.FeatureFCExtractor is FeatureFCExtractor
-    assert awrl.FeatureCNNExtractor is FeatureCNNExtractor
-    assert get_extractor("attn_policies.awrl:FeatureFCExtractor") is FeatureFCExtractor
+    assert get_extractor("attn_policies.feature_baselines:FeatureFCExtractor") is FeatureFCExtractor
     assert get_extractor("feature_cnn") is FeatureCNNExtractor
 
 

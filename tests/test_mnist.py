@@ -8,12 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from attn_envs.mnist import (
-    MNISTTransform,
-    synthetic_digits,
-    transform_mnist,
-    transformed_test_set,
-)
+from attn_envs.mnist import MNISTTransform, transform_mnist, transformed_test_set
+from attn_envs.mnist_data import synthetic_digits
 
 NO_AUGMENT = {"max_shift": 0, "max_rotation": 0.0, "n_spots": None}
 
@@ -243,11 +239,3 @@ def test_transformed_test_set_is_fixed_and_distinct(digits) -> None:
     torch.testing.assert_close(y_plain, torch.from_numpy(labels)[index])
     with pytest.raises(ValueError, match="n must"):
         transformed_test_set(images, labels, n=65)
-
-
-def test_old_import_path_reexports_the_data_functions() -> None:
-    import attn_envs.mnist as old
-    import attn_envs.mnist_data as new
-
-    for name in new.__all__:
-        assert getattr(old, name) is getattr(new, name)

@@ -141,15 +141,3 @@ def test_voting_validation() -> None:
     voting = PatchVoting(4, torch.rand(9, 2), top_k=3)
     with pytest.raises(ValueError, match=r"tokens \(B, 9, 4\)"):
         voting(torch.rand(2, 8, 4))
-
-
-def test_agents_resolve_through_the_old_path() -> None:
-    """Configs name ``attn_policies.patch_voting:carracing_action``; the agents moved."""
-    import attn_policies.patch_agents as agents
-    import attn_policies.patch_voting as voting
-    from attn_policies.catalog import import_object
-
-    assert import_object("attn_policies.patch_voting:carracing_action") is agents.carracing_action
-    assert voting.AttentionAgent is agents.AttentionAgent and "AttentionAgent" in dir(voting)
-    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        _ = voting.Nope

@@ -13,7 +13,8 @@ from _metrics import metrics_match_own_table
 from _zoo import TINY_DOORKEY, trained
 from PIL import Image
 
-from zoo.plots import SMOOTH_EPISODES, find_run_dirs, plot_runs, read_monitor, read_progress
+from zoo.metrics import read_monitor, read_progress
+from zoo.plots import SMOOTH_EPISODES, find_run_dirs, plot_runs
 
 
 def write_run(

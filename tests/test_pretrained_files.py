@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from test_pretrained import GIN, write_folder
 
-import zoo.pretrained as old_path
 from zoo.config import ConfigError
 from zoo.pretrained_files import Reference, parse_gin, read_checkpoint
 
@@ -32,4 +31,3 @@ def test_read_checkpoint_returns_the_checked_folder(tmp_path):
     assert ckpt.logs == {"test_log.txt": {"mean": 450.5, "std": 50.0, "n_episodes": 2}}
     with pytest.raises(ConfigError, match="is not a folder"):
         read_checkpoint(tmp_path / "nowhere")
-    assert old_path.read_checkpoint is read_checkpoint and old_path.parse_gin is parse_gin

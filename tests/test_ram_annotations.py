@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import attn_envs.atari_ram as old_path
 from attn_envs.ram_annotations import RAM_ANNOTATIONS, game_from_env_id, resolve_game
 
 E7_COUNTS = {"Pong": 8, "DemonAttack": 10, "Asteroids": 41}
@@ -66,7 +65,3 @@ def test_resolve_game() -> None:
         resolve_game("Alien")
     with pytest.raises(ValueError, match="cannot read a game name"):
         game_from_env_id("ALE/")
-
-
-def test_old_import_path_reexports_the_table() -> None:
-    assert old_path.RAM_ANNOTATIONS is RAM_ANNOTATIONS and old_path.resolve_game is resolve_game

@@ -124,12 +124,12 @@ def test_any_other_object_is_refused_before_it_is_called(kind: str) -> None:
 def test_policy_builders_and_functions_are_checked() -> None:
     from zoo.registry import resolve_function, resolve_module_builder
 
-    assert resolve_module_builder("attn_policies.neuron:FNNPolicy").__name__ == "FNNPolicy"
-    assert resolve_module_builder("attn_policies.neuron:AttentionNeuronPolicy.cartpole")
+    assert resolve_module_builder("attn_policies.es_policies:FNNPolicy").__name__ == "FNNPolicy"
+    assert resolve_module_builder("attn_policies.es_policies:AttentionNeuronPolicy.cartpole")
     for name in ("os:system", "subprocess:run", "builtins:eval"):
         with pytest.raises(ValueError, match=r"not a torch\.nn\.Module subclass"):
             resolve_module_builder(name)
-    assert resolve_function("attn_policies.algorithms.es_eval:timed", "f").__name__ == "timed"
+    assert resolve_function("attn_policies.algorithms.es_workers:timed", "f").__name__ == "timed"
     with pytest.raises(ValueError, match="not a Python function"):
         resolve_function("os:system", "action_fn")
     with pytest.raises(ValueError, match="standard-library function"):

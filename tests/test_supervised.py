@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 import attn_policies.algorithms.supervised as supervised
-from attn_envs.mnist import MNISTTransform, synthetic_digits
+from attn_envs.mnist import MNISTTransform
+from attn_envs.mnist_data import synthetic_digits
 from attn_policies.algorithms.supervised import (
     ClassifierConfig,
     evaluate_classifier,

@@ -40,19 +40,11 @@ _LAZY = {
 __all__ = ["__version__", *sorted(_LAZY)]
 
 
-_SUBMODULES = {
-    "analysis", "cli", "config", "evaluation", "factory", "maps", "plots", "progress",
-    "ray_grid", "record", "registry", "robustness", "runs", "trainers",
-}  # fmt: skip
-
-
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value  # later lookups skip this function
         return value
-    if name in _SUBMODULES:  # `import zoo; zoo.runs.load(...)` worked when this file was eager
-        return importlib.import_module(f"zoo.{name}")
     raise AttributeError(f"module 'zoo' has no attribute {name!r}")
 
 

@@ -271,7 +271,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _cmd_robustness(args: argparse.Namespace) -> int:
-    from zoo.robustness import check_sweep, markdown, robustness_sweep
+    from zoo.robustness import check_sweep, robustness_sweep
+    from zoo.robustness_tables import markdown
 
     rescale = not args.no_rescale
     # every spec against every run's env before the first episode

@@ -20,7 +20,8 @@ level) plus four of ours:
 How budgets, ``--set`` overrides, the matrix and ``{game}`` / ``{seed}`` templates combine is
 written down, with checked examples, in :mod:`zoo.config_merge`; the checks every run passes
 (keys, types, ranges, the ``eval`` block) are in :mod:`zoo.config_checks`. Both are
-re-exported here, the public import path.
+re-exported here, the public import path (the trainers, which :func:`load_runs` validates
+with, import them from where they are defined).
 
 Loading never runs code from the file: YAML is read with ``safe_load`` and classes are
 resolved by import from short names (:mod:`zoo.registry`). Every run is validated before any
@@ -56,6 +57,7 @@ from zoo.config_merge import (
     set_dotted,
     substitute,
 )
+from zoo.trainers import get_trainer
 
 __all__ = [
     "BUDGETS",
@@ -170,8 +172,6 @@ def load_runs(
         >>> runs[0].algo, runs[0].body["policy"], runs[0].body["n_timesteps"] <= 1000
         ('double_dqn', 'relational_dqn', True)
     """
-    from zoo.trainers import get_trainer
-
     name, raw, source = find_experiment(name_or_path)
     if not isinstance(raw.get("matrix") or {}, dict):
         raise ConfigError(f"{name}: 'matrix' must be a mapping of axis -> values")

@@ -18,7 +18,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize, sync_envs_normalization
 
 from attn_policies.atomic import atomic_write
-from zoo.config import EvalConfig
+from zoo.config_checks import EvalConfig
 
 Mode = str | float
 

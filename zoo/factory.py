@@ -34,7 +34,7 @@ from stable_baselines3.common.vec_env import (
 import attn_envs  # noqa: F401  (registers the attn_envs/... ids)
 from attn_envs.registration import make_args
 from attn_policies.catalog import POLICIES
-from zoo.config import ConfigError, RunConfig, nearest
+from zoo.config_checks import ConfigError, RunConfig, nearest
 from zoo.registry import resolve
 
 WrapperSpec = tuple[str, dict[str, Any]]
@@ -397,7 +397,7 @@ def _annotation_types(param: inspect.Parameter) -> tuple[type, ...] | None:
 
 def resolve_hyperparams(run: RunConfig, algo: type[BaseAlgorithm]) -> dict[str, Any]:
     """The algorithm's constructor arguments from the config, checked and resolved."""
-    from zoo.config import check_type
+    from zoo.config_checks import check_type
 
     params = algo_parameters(algo)
     out: dict[str, Any] = {}

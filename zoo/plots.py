@@ -28,9 +28,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from attn_policies.canvas import new_figure
-from zoo.metrics import read_metrics, read_monitor, read_progress, series
+from zoo.metrics import read_metrics, series
 
-__all__ = ["find_run_dirs", "load_run", "plot_runs", "read_monitor", "read_progress"]
+__all__ = ["find_run_dirs", "load_run", "plot_runs"]
 
 SMOOTH_EPISODES = 20
 """Width of the rolling mean over episodes of the return and length curves."""

@@ -46,8 +46,8 @@ were trained on); the authors' own perturbations (shuffling on reset, noise chan
 recorded in ``provenance.json`` and measured with ``attn-zoo robustness``. Only
 ``PuzzleCarRacing`` shuffles by itself, as the authors' ``permute_obs`` did.
 
-Reading a folder (:func:`read_checkpoint`, :func:`parse_gin`) is :mod:`zoo.pretrained_files`,
-re-exported here.
+Reading a folder (:func:`~zoo.pretrained_files.read_checkpoint`,
+:func:`~zoo.pretrained_files.parse_gin`) is :mod:`zoo.pretrained_files`.
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ import numpy as np
 import torch
 
 from zoo.config import ConfigError, load_runs
-from zoo.pretrained_files import Checkpoint, Reference, parse_gin, read_checkpoint
+from zoo.pretrained_files import Checkpoint, read_checkpoint
 
-__all__ = ["Checkpoint", "Reference", "import_checkpoint", "parse_gin", "read_checkpoint"]
+__all__ = ["import_checkpoint"]
 
 REPOSITORY = "google/brain-tokyo-workshop"
 # -- recipes: (checkpoint) -> experiment name, config body, vector converter ----------------
@@ -184,7 +184,7 @@ def _car_racing_task(ckpt: Checkpoint, stacked: bool) -> None:
         _require(ckpt, t, "stack_k_frames", (0,))
 
 
-_CAR_ACTION = "attn_policies.patch_voting:carracing_action"
+_CAR_ACTION = "attn_policies.patch_agents:carracing_action"
 _CAR_TRAIN = [{"NegativeRewardTruncation": {"patience": 20}}]
 
 

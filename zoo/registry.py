@@ -149,7 +149,8 @@ def resolve_module_builder(name: str, what: str = "policy") -> Any:
     Anything else (a function such as ``os:system``) is refused before it is called.
 
     Example:
-        >>> resolve_module_builder("attn_policies.neuron:AttentionNeuronPolicy.cartpole").__name__
+        >>> name = "attn_policies.es_policies:AttentionNeuronPolicy.cartpole"
+        >>> resolve_module_builder(name).__name__
         'cartpole'
     """
     obj = import_object(name)

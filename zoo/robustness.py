@@ -56,7 +56,7 @@ import numpy as np
 from attn_policies.atomic import atomic_write
 from zoo import factory
 from zoo.config import ConfigError, RunConfig, nearest, require_int
-from zoo.robustness_tables import markdown, write_table
+from zoo.robustness_tables import write_table
 from zoo.runs import Run, load
 from zoo.trainers import get_trainer
 
@@ -64,12 +64,10 @@ __all__ = [
     "Condition",
     "Sweep",
     "check_sweep",
-    "markdown",
     "parse_sweep",
     "robustness_sweep",
     "run_sweep",
     "train_ratio",
-    "write_table",
 ]
 
 Wrapper = Callable[[gym.Env], gym.Env]

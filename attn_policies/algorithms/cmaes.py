@@ -64,7 +64,7 @@ from attn_policies.algorithms.pgpe import PGPE, PGPEConfig
 from attn_policies.atomic import atomic_write
 from attn_policies.attention import require_int
 
-__all__ = ["CMAES", "CMAESConfig", "CMAESTrainer", "StateFormatError", "convert_pickled_state"]
+__all__ = ["CMAES", "CMAESConfig", "CMAESTrainer", "convert_pickled_state"]
 
 
 @dataclass

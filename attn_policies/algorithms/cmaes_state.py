@@ -11,12 +11,18 @@ tampered file cannot run code.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from attn_policies.algorithms.cmaes import CMAES
+
+class FreshOptimiser(Protocol):
+    """What :class:`StateDecoder` reads of the optimiser it restores into
+    (:class:`~attn_policies.algorithms.cmaes.CMAES`): its fresh pycma strategy and sampler."""
+
+    es: Any  # cma.CMAEvolutionStrategy (pycma ships no type hints)
+    sampler: np.random.RandomState
+
 
 __all__ = ["StateDecoder", "StateEncoder", "StateFormatError"]
 
@@ -152,7 +158,7 @@ class StateDecoder:
         "numpy.linalg:eigh": np.linalg.eigh,
     }
 
-    def __init__(self, arrays: Any, fresh: CMAES, where: str) -> None:
+    def __init__(self, arrays: Any, fresh: FreshOptimiser, where: str) -> None:
         self.arrays, self.owner, self.fresh, self.where = arrays, fresh, fresh.es, where
         self.memo: dict[int, Any] = {}
         self.classes = _cma_classes()

@@ -13,8 +13,8 @@ seeds)``:
   AttentionNeuron agents) runs its own batched step instead, on the copies still alive only,
   with per-generation constants computed once per individual.
 * :class:`~attn_policies.algorithms.es_workers.ProcessEvaluator` and
-  :class:`~attn_policies.algorithms.es_workers.RayEvaluator` (in ``es_workers``, still
-  importable from here): contiguous population slices on worker processes or Ray actors,
+  :class:`~attn_policies.algorithms.es_workers.RayEvaluator` (in ``es_workers``):
+  contiguous population slices on worker processes or Ray actors,
   each a :class:`BatchedEvaluator`, with the same fitness for the same seeds.
 
 Example:
@@ -326,15 +326,3 @@ class BatchedEvaluator:
         for env in self._envs.values():
             env.close()
         self._envs.clear()
-
-
-# The pool evaluators moved to es_workers; this keeps their old import path.
-_MOVED = ("EVALUATORS", "ProcessEvaluator", "RayEvaluator", "make_evaluator", "timed")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:  # imported lazily: es_workers imports this module
-        from attn_policies.algorithms import es_workers
-
-        return getattr(es_workers, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,56 +1,56 @@
 """Trainers: one per family of ``algo`` values, each owning its keys, training loop and loading.
 
-A trainer is an object with
-
-- ``config_keys(body) -> dict[str, types]``: the keys it accepts beyond the common ones;
-- ``validate(run)``: raise :class:`~zoo.config.ConfigError` before anything is written;
-- ``train(run, run_dir, callbacks, progress_bar, resume)``: train into the run folder;
-- ``load(run_dir, run, which)``: the trained model;
-- ``evaluate(run_dir, run, n_episodes, which, seed)``: a results dict for ``eval.json``.
+What a trainer is (``config_keys``, ``validate``, ``probe``, ``train(handle, callbacks,
+progress_bar, resume)``, ``load``, ``evaluate``, and for agents that act in an env
+``model_file`` and ``episode_returns``) is the :class:`~zoo.trainers.contract.Trainer`
+protocol; each trainer class registers its ``algo`` values with
+:func:`~zoo.trainers.contract.register`. :func:`get_trainer` imports a trainer's module only
+when its ``algo`` is asked for, so loading a config pulls in only the libraries its trainer
+needs.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
-from typing import Any
 
-from zoo.config import ConfigError, nearest
+from zoo.config_checks import ConfigError, nearest
+from zoo.trainers.contract import Trainer, registered
 
 SB3_ALGOS = ("ppo", "a2c", "dqn", "double_dqn", "qrdqn", "recurrent_ppo")
 
+# algo -> the module (of this package) whose import registers its trainer; an import path
+# ("module:Class") is an SB3 algorithm class. tests/test_contract.py checks that each module
+# registers exactly the algo values listed for it.
+MODULES = {
+    **dict.fromkeys(SB3_ALGOS, "sb3_trainer"),
+    "classifier": "classifier_trainer",
+    "cmaes": "cmaes_trainer",
+    "bc": "bc_trainer",
+    "dagger": "dagger_trainer",
+    "apg": "apg_trainer",
+}
+IMPORT_PATH_MODULE = "sb3_trainer"
 
-def get_trainer(algo: str) -> Any:
+
+def get_trainer(algo: str) -> Trainer:
     """The trainer for an ``algo`` value (SB3 algorithms, import paths, ``classifier``,
-    ``cmaes``, ``bc``, ``dagger``, ``apg``)."""
-    if algo == "classifier":
-        from zoo.trainers.classifier_trainer import ClassifierTrainer
+    ``cmaes``, ``bc``, ``dagger``, ``apg``).
 
-        return ClassifierTrainer()
-    if algo == "cmaes":
-        from zoo.trainers.cmaes_trainer import CMAESZooTrainer
-
-        return CMAESZooTrainer()
-    if algo == "apg":
-        from zoo.trainers.apg_trainer import APGZooTrainer
-
-        return APGZooTrainer()
-    if algo == "bc":
-        from zoo.trainers.bc_trainer import BCTrainer
-
-        return BCTrainer()
-    if algo == "dagger":
-        from zoo.trainers.dagger_trainer import DAggerZooTrainer
-
-        return DAggerZooTrainer()
-    if algo in SB3_ALGOS or "." in algo or ":" in algo:
-        from zoo.trainers.sb3_trainer import SB3Trainer
-
-        return SB3Trainer()
-    known = (*SB3_ALGOS, "classifier", "cmaes", "bc", "dagger", "apg")
-    raise ConfigError(
-        f"unknown algo {algo!r}.{nearest(algo, known)} Known: {', '.join(known)}, "
-        "or an import path to an SB3 algorithm class."
-    )
+    Raises:
+        ConfigError: for an unknown ``algo``, naming the nearest known ones.
+    """
+    module = MODULES.get(algo) or (IMPORT_PATH_MODULE if "." in algo or ":" in algo else None)
+    if module is None:
+        raise ConfigError(
+            f"unknown algo {algo!r}.{nearest(algo, MODULES)} Known: {', '.join(MODULES)}, "
+            "or an import path to an SB3 algorithm class."
+        )
+    importlib.import_module(f"zoo.trainers.{module}")  # registers the module's trainers
+    cls = registered(algo)
+    if cls is None:  # the table above and the module's @register disagree
+        raise RuntimeError(f"zoo.trainers.{module} registers no trainer for {algo!r}")
+    return cls()
 
 
 def state_dict_file(path: str | Path, which: str) -> Path:

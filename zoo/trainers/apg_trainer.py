@@ -54,11 +54,12 @@ from attn_policies.algorithms.apg import APGConfig, APGTrainer
 from attn_policies.algorithms.es_eval import BatchedEvaluator
 from zoo import factory
 from zoo import progress as zoo_progress
-from zoo.config import ConfigError, RunConfig, check_type, nearest
+from zoo.config_checks import ConfigError, RunConfig, check_type, nearest
 from zoo.metrics import APG_METRICS, MetricsLogger, renamed
 from zoo.trainers import base, cmaes_trainer
 from zoo.trainers.base import ProgressTable, read_json, save_state_dict
 from zoo.trainers.cmaes_trainer import CMAESZooTrainer
+from zoo.trainers.contract import RunHandle, register
 
 KEYS: dict[str, tuple[type, ...] | None] = {
     "env": (str,),
@@ -169,6 +170,7 @@ def initial_policy(run: RunConfig) -> nn.Module:
     return policy
 
 
+@register("apg")
 class APGZooTrainer(CMAESZooTrainer):
     """Trains an ES policy by analytic policy gradients; loading and evaluation are those of
     ``algo: cmaes``."""
@@ -202,7 +204,7 @@ class APGZooTrainer(CMAESZooTrainer):
 
     def train(
         self,
-        handle: Any,
+        handle: RunHandle,
         callbacks: Sequence[Any] = (),
         progress_bar: bool = False,
         resume: bool = False,

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from attn_policies.atomic import atomic_path, atomic_write
-from zoo.config import ConfigError
+from zoo.config_checks import ConfigError
 
 
 def read_json(file: Path) -> Any:

@@ -99,12 +99,13 @@ from attn_policies.algorithms.bc import (
 )
 from attn_policies.algorithms.es_eval import default_action_fn
 from zoo import factory, progress
-from zoo.config import ConfigError, RunConfig, check_type
+from zoo.config_checks import ConfigError, RunConfig, check_type
 from zoo.evaluation import episode_lists, eval_json, evaluate_policy, summary
 from zoo.metrics import BC_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve, resolve_function
 from zoo.trainers import state_dict_file
 from zoo.trainers.base import ProgressTable, load_init, load_state_dict, save_state_dict
+from zoo.trainers.contract import RunHandle, register
 from zoo.trainers.sb3_state import normalizer
 from zoo.trainers.sb3_trainer import SB3Trainer
 
@@ -523,6 +524,7 @@ def _collect_run(run: RunConfig) -> RunConfig:
     return dataclasses.replace(run, body={**run.body, "env_kwargs": env_kwargs})
 
 
+@register("bc")
 class BCTrainer:
     """Collects teacher data and fits the student with :func:`train_bc`."""
 
@@ -593,7 +595,7 @@ class BCTrainer:
 
     def train(
         self,
-        handle: Any,
+        handle: RunHandle,
         callbacks: Sequence[Any] = (),
         progress_bar: bool = False,
         resume: bool = False,

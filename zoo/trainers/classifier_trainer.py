@@ -17,7 +17,7 @@ Keys besides the common ones::
 where a network exists); ``synthetic`` draws ``n_train``/``n_test`` digit-like images the
 project generates, so tests and smoke runs never download anything; ``digits`` is real
 handwriting offline, the 1,797 UCI digits that ship with scikit-learn upscaled to 28x28
-(:func:`attn_envs.mnist.uci_digits`: ``n_test`` held out, the rest, or its first
+(:func:`attn_envs.mnist_data.uci_digits`: ``n_test`` held out, the rest, or its first
 ``n_train``, to train). The run folder holds
 ``model.pt`` (a state dict, loaded with ``weights_only=True``), ``metrics.csv``
 (:mod:`zoo.metrics`), ``history.csv`` and
@@ -44,8 +44,9 @@ from attn_policies.algorithms.supervised import (
 )
 from attn_policies.catalog import import_object
 from zoo import progress
-from zoo.config import ConfigError, RunConfig, check_type, nearest
+from zoo.config_checks import ConfigError, RunConfig, check_type, nearest
 from zoo.metrics import CLASSIFIER_METRICS, MetricsLogger, renamed
+from zoo.trainers.contract import RunHandle, register
 
 MODELS: dict[str, str] = {
     "relational_mnist": "attn_policies.relational:RelationalMNIST",
@@ -104,7 +105,7 @@ def make_transform(run: RunConfig) -> Any:
 
 
 def load_data(run: RunConfig) -> tuple[Any, Any, Any, Any]:
-    from attn_envs import mnist
+    from attn_envs import mnist_data as mnist
 
     spec = dict(run.body.get("dataset") or {"name": "mnist"})
     if spec.get("name") == "synthetic":
@@ -122,6 +123,7 @@ def load_data(run: RunConfig) -> tuple[Any, Any, Any, Any]:
     return (*mnist.load_mnist(root, "train"), *mnist.load_mnist(root, "test"))
 
 
+@register("classifier")
 class ClassifierTrainer:
     """Trains a classifier with :func:`~attn_policies.algorithms.supervised.train_classifier`."""
 
@@ -167,7 +169,7 @@ class ClassifierTrainer:
     def probe(self, run: RunConfig) -> None:
         spec = dict(run.body.get("dataset") or {"name": "mnist"})
         if spec.get("name", "mnist") == "mnist" and not spec.get("download"):
-            from attn_envs.mnist import load_mnist
+            from attn_envs.mnist_data import load_mnist
 
             load_mnist(Path(spec.get("root", "data/mnist")), "test")  # FileNotFoundError, early
         if spec.get("name") == "digits":
@@ -184,7 +186,7 @@ class ClassifierTrainer:
 
     def train(
         self,
-        handle: Any,
+        handle: RunHandle,
         callbacks: Sequence[Any] = (),
         progress_bar: bool = False,
         resume: bool = False,

@@ -52,19 +52,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from attn_policies.algorithms.cmaes import CMAESConfig, CMAESTrainer, StateFormatError
-from attn_policies.algorithms.es_eval import (
-    EVALUATORS,
-    BatchedEvaluator,
-    PolicyFactory,
-    RolloutSpec,
-    make_evaluator,
-)
+from attn_policies.algorithms.cmaes import CMAESConfig, CMAESTrainer
+from attn_policies.algorithms.cmaes_state import StateFormatError
+from attn_policies.algorithms.es_eval import BatchedEvaluator, PolicyFactory, RolloutSpec
+from attn_policies.algorithms.es_workers import EVALUATORS, make_evaluator
 from attn_policies.algorithms.pgpe import PGPEConfig
 from attn_policies.atomic import atomic_write
 from zoo import factory
 from zoo import progress as zoo_progress
-from zoo.config import ConfigError, RunConfig, check_type, nearest
+from zoo.config_checks import ConfigError, RunConfig, check_type, nearest
 from zoo.evaluation import episode_lists, episode_stats, eval_json, summary
 from zoo.metrics import CMAES_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve_function, resolve_module_builder
@@ -76,14 +72,15 @@ from zoo.trainers.base import (
     save_state_dict,
     tensorboard,
 )
+from zoo.trainers.contract import RunHandle, register
 
 ES_POLICIES: dict[str, str] = {
     "attention_neuron": "attn_policies.es_policies:AttentionNeuronPolicy",
     "attention_neuron_cartpole": "attn_policies.es_policies:AttentionNeuronPolicy.cartpole",
     "attention_neuron_ant": "attn_policies.es_policies:AttentionNeuronPolicy.ant",
     "fnn": "attn_policies.es_policies:FNNPolicy",
-    "attention_agent": "attn_policies.patch_voting:AttentionAgent",
-    "attention_neuron_voting": "attn_policies.patch_voting:AttentionNeuronVotingAgent",
+    "attention_agent": "attn_policies.patch_agents:AttentionAgent",
+    "attention_neuron_voting": "attn_policies.patch_agents:AttentionNeuronVotingAgent",
 }
 KEYS: dict[str, tuple[type, ...] | None] = {
     "env": (str,),
@@ -324,6 +321,7 @@ def _test_seeds(seed: int, n: int) -> list[int]:
     return [seed + i for i in range(n)]
 
 
+@register("cmaes")
 class CMAESZooTrainer:
     """Trains a flat-vector policy with :class:`~attn_policies.algorithms.cmaes.CMAESTrainer`."""
 
@@ -372,7 +370,7 @@ class CMAESZooTrainer:
 
     def train(
         self,
-        handle: Any,
+        handle: RunHandle,
         callbacks: Sequence[Any] = (),
         progress_bar: bool = False,
         resume: bool = False,

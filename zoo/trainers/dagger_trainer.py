@@ -65,11 +65,12 @@ import zoo
 from attn_policies.algorithms.dagger import DAgger, DAggerConfig
 from attn_policies.algorithms.es_eval import BatchedEvaluator
 from zoo import progress as zoo_progress
-from zoo.config import ConfigError, RunConfig, check_type
+from zoo.config_checks import ConfigError, RunConfig, check_type
 from zoo.metrics import DAGGER_METRICS, MetricsLogger, renamed
 from zoo.trainers import base, cmaes_trainer
 from zoo.trainers.base import ProgressTable, read_json, save_state_dict
 from zoo.trainers.cmaes_trainer import CMAESZooTrainer
+from zoo.trainers.contract import RunHandle, register
 
 KEYS: dict[str, tuple[type, ...] | None] = {
     "teacher": (str,),
@@ -195,6 +196,7 @@ def load_teacher(run: RunConfig) -> nn.Module:
     return model.eval()
 
 
+@register("dagger")
 class DAggerZooTrainer(CMAESZooTrainer):
     """Trains an ES policy by DAgger; loading and evaluation are those of ``algo: cmaes``."""
 
@@ -232,7 +234,7 @@ class DAggerZooTrainer(CMAESZooTrainer):
 
     def train(
         self,
-        handle: Any,
+        handle: RunHandle,
         callbacks: Sequence[Any] = (),
         progress_bar: bool = False,
         resume: bool = False,

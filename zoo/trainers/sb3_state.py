@@ -35,7 +35,7 @@ from stable_baselines3.common.save_util import load_from_zip_file
 from stable_baselines3.common.vec_env import VecNormalize
 
 from attn_policies.atomic import atomic_path
-from zoo.config import ConfigError
+from zoo.config_checks import ConfigError
 
 # Training counters restored from a checkpoint's JSON ``data`` (plain numbers only).
 COUNTERS = (

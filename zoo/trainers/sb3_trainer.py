@@ -16,7 +16,8 @@ from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize
 
 from zoo import factory, progress
-from zoo.config import ConfigError, RunConfig, deep_merge, nearest
+from zoo.config_checks import ConfigError, RunConfig, nearest
+from zoo.config_merge import deep_merge
 from zoo.evaluation import (
     KeepBestCallback,
     episode_lists,
@@ -27,6 +28,8 @@ from zoo.evaluation import (
     summary,
 )
 from zoo.metrics import MetricsLogger
+from zoo.trainers import SB3_ALGOS
+from zoo.trainers.contract import RunHandle, register
 from zoo.trainers.sb3_state import (
     ArtefactError,
     load_model,
@@ -239,6 +242,7 @@ def _latest_eval(callbacks: Sequence[Any]) -> str | None:
     return f"eval {keep.cfg.select} {last['score']:.3g} at {last['step']:,}"
 
 
+@register(*SB3_ALGOS, import_paths=True)
 class SB3Trainer:
     """Any SB3 algorithm (``ppo``, ``a2c``, ``dqn``, ``double_dqn``, ``qrdqn``, ...)."""
 
@@ -302,7 +306,7 @@ class SB3Trainer:
 
     def train(
         self,
-        handle: Any,
+        handle: RunHandle,
         callbacks: Sequence[Any] = (),
         progress_bar: bool = False,
         resume: bool = False,

@@ -1,0 +1,72 @@
+"""Tests for zoo.trainers.contract (the Trainer protocol and the algo registry) and the lookup
+of zoo.trainers.get_trainer over it."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+from zoo.config_checks import ConfigError
+from zoo.trainers import MODULES, SB3_ALGOS, get_trainer
+from zoo.trainers.contract import EpisodeTrainer, Trainer, register, registered, registry
+
+TRAIN = ["self", "handle", "callbacks", "progress_bar", "resume"]
+EPISODES = ["self", "path", "run", "wrappers", "n_episodes", "seed", "which", "policy_kwargs"]
+
+
+def all_registered() -> dict[str, type]:
+    for module in set(MODULES.values()):
+        importlib.import_module(f"zoo.trainers.{module}")
+    return dict(registry())
+
+
+def test_each_module_registers_exactly_the_algos_listed_for_it() -> None:
+    found = all_registered()
+    assert set(found) == set(MODULES)
+    for algo, module in MODULES.items():
+        assert found[algo].__module__ == f"zoo.trainers.{module}", algo
+        assert type(get_trainer(algo)) is found[algo]
+
+
+@pytest.mark.parametrize("algo", sorted(MODULES))
+def test_every_trainer_keeps_the_contract(algo: str) -> None:
+    trainer = get_trainer(algo)
+    assert isinstance(trainer, Trainer)
+    assert list(inspect.signature(type(trainer).train).parameters) == TRAIN
+    if algo != "classifier":  # robustness sweeps replay episodes of every agent that acts
+        assert isinstance(trainer, EpisodeTrainer)
+        params = list(inspect.signature(type(trainer).episode_returns).parameters)
+        assert params[: len(EPISODES)] == EPISODES
+
+
+def test_import_paths_go_to_the_sb3_trainer_and_unknown_algos_are_config_errors() -> None:
+    sb3 = type(get_trainer("ppo"))
+    assert type(get_trainer("sb3_contrib:TRPO")) is sb3 and registered(SB3_ALGOS[0]) is sb3
+    with pytest.raises(ConfigError, match=r"unknown algo 'cmaez'.*Did you mean 'cmaes'"):
+        get_trainer("cmaez")
+
+
+def test_an_algo_cannot_be_registered_twice() -> None:
+    all_registered()
+
+    class Other:
+        pass
+
+    with pytest.raises(ValueError, match="'cmaes' is registered twice"):
+        register("cmaes")(Other)  # type: ignore[type-var]
+    assert registered("cmaes") is not Other
+
+
+def test_the_registry_loads_no_trainer_module() -> None:
+    """zoo.config imports it at module level: no trainer, torch or SB3 comes with it."""
+    code = (
+        "import sys, zoo.config; "
+        "print(sorted(m for m in sys.modules if m.startswith('zoo.trainers.') "
+        "or m in ('torch', 'stable_baselines3')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['zoo.trainers.contract']"
