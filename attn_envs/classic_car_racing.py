@@ -161,11 +161,11 @@ class ClassicCarRacing(_cr.CarRacing):
         self._static: tuple[np.ndarray, np.ndarray] | None = None
         self._digits: dict[str, np.ndarray] = {}
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):  # type: ignore[override]
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
         self._static = None  # a new track (and colours) each episode
         return super().reset(seed=seed, options=options)
 
-    def _render(self, mode: str):  # type: ignore[override]
+    def _render(self, mode: str):
         if mode != "state_pixels":
             return super()._render(mode)
         if "t" not in self.__dict__ or self.car is None:
@@ -209,7 +209,7 @@ class ClassicCarRacing(_cr.CarRacing):
             for fixture in obj.fixtures:
                 trans = fixture.body.transform
                 polys.append(np.array([tuple(trans * v) for v in fixture.shape.vertices]))
-                colors.append(color)  # type: ignore[arg-type]
+                colors.append(color)
                 if "phase" not in obj.__dict__:
                     continue
                 a1, a2 = obj.phase, obj.phase + 1.2

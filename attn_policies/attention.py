@@ -284,7 +284,7 @@ class MultiHeadSelfAttention(AttentionCapture, nn.Module):
         self.qkv = nn.Linear(in_features, 3 * n_heads * head_dim, bias=bias)
         shape = {"tokens": (n_heads, n_tokens, head_dim), "features": (head_dim,)}.get(qkv_norm)
         self.norms = (
-            nn.ModuleList(nn.LayerNorm(shape) for _ in range(3)) if shape else None  # type: ignore[arg-type]
+            nn.ModuleList(nn.LayerNorm(shape) for _ in range(3)) if shape else None
         )
         if compatibility == "additive":
             assert n_tokens is not None

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from zoo.config_checks import ConfigError
-from zoo.trainers import MODULES, SB3_ALGOS, get_trainer
+from zoo.trainers import MODULES, SB3_ALGOS, get_episode_trainer, get_trainer
 from zoo.trainers.contract import EpisodeTrainer, Trainer, register, registered, registry
 
 TRAIN = ["self", "handle", "callbacks", "progress_bar", "resume"]
@@ -70,3 +70,9 @@ def test_the_registry_loads_no_trainer_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['zoo.trainers.contract']"
+
+
+def test_only_trainers_of_acting_agents_replay_episodes() -> None:
+    assert isinstance(get_episode_trainer("cmaes"), EpisodeTrainer)
+    with pytest.raises(ConfigError, match="'classifier' trains no agent that acts"):
+        get_episode_trainer("classifier")

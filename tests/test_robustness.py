@@ -202,7 +202,7 @@ def test_robustness_sweep_writes_into_the_run_folder(pi_run: zoo.Run) -> None:
 def count_cells_played(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Record the episodes of every cell the sweep plays (rather than reads back)."""
     played: list[int] = []
-    real = robustness.get_trainer
+    real = robustness.get_episode_trainer
 
     def counting(algo: str) -> object:
         trainer = real(algo)
@@ -215,7 +215,7 @@ def count_cells_played(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         trainer.episode_returns = counted
         return trainer
 
-    monkeypatch.setattr(robustness, "get_trainer", counting)
+    monkeypatch.setattr(robustness, "get_episode_trainer", counting)
     return played
 
 

@@ -58,7 +58,7 @@ from zoo import factory
 from zoo.config import ConfigError, RunConfig, nearest, require_int
 from zoo.robustness_tables import write_table
 from zoo.runs import Run, load
-from zoo.trainers import get_trainer
+from zoo.trainers import get_episode_trainer
 
 __all__ = [
     "Condition",
@@ -366,7 +366,7 @@ def run_sweep(
                 for name, r2 in result["inputs"].items()
             ]  # fmt: skip
             continue
-        trainer = get_trainer(run.algo)
+        trainer = get_episode_trainer(run.algo)
         n = int(n_episodes or run.eval.final_episodes)
         test_seed = run.eval.test_seed if seed is None else int(seed)
         files = _digests(handle, trainer, which) if cache is not None else {}

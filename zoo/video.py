@@ -104,10 +104,11 @@ class VideoWriter:
     """MP4 through OpenCV, or an animated GIF (PIL) when the path says so or mp4v is missing."""
 
     def __init__(self, path: Path, fps: int, size: tuple[int, int]) -> None:
-        self.path, self.fps, self.frames = path, fps, []
+        self.path, self.fps = path, fps
+        self.frames: list[np.ndarray] = []
         self.video = None
         if path.suffix.lower() != ".gif":
-            video = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, size)
+            video = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), fps, size)
             if video.isOpened():
                 self.video = video
             else:

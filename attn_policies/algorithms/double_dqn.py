@@ -16,7 +16,7 @@ import torch as th
 import torch.nn.functional as F
 from stable_baselines3 import DQN
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.dqn.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
+from stable_baselines3.dqn.policies import CnnPolicy, DQNPolicy, MlpPolicy, MultiInputPolicy
 from torch import Tensor, nn
 
 LossName = Literal["huber", "mse"]
@@ -80,9 +80,7 @@ class DoubleDQN(DQN):
         "MultiInputPolicy": MultiInputPolicy,
     }
 
-    def __init__(
-        self, policy: str | type[BasePolicy], env: Any, loss: LossName = "huber", **kwargs
-    ):
+    def __init__(self, policy: str | type[DQNPolicy], env: Any, loss: LossName = "huber", **kwargs):
         if loss not in ("huber", "mse"):
             raise ValueError(f"loss must be 'huber' or 'mse', got {loss!r}")
         self.loss = loss

@@ -15,7 +15,7 @@ import importlib
 from pathlib import Path
 
 from zoo.config_checks import ConfigError, nearest
-from zoo.trainers.contract import Trainer, registered
+from zoo.trainers.contract import EpisodeTrainer, Trainer, registered
 
 SB3_ALGOS = ("ppo", "a2c", "dqn", "double_dqn", "qrdqn", "recurrent_ppo")
 
@@ -51,6 +51,19 @@ def get_trainer(algo: str) -> Trainer:
     if cls is None:  # the table above and the module's @register disagree
         raise RuntimeError(f"zoo.trainers.{module} registers no trainer for {algo!r}")
     return cls()
+
+
+def get_episode_trainer(algo: str) -> EpisodeTrainer:
+    """The trainer of an ``algo`` whose agents act in an env (every one but ``classifier``):
+    one that replays episodes (robustness sweeps).
+
+    Raises:
+        ConfigError: for an unknown ``algo`` or one that trains no such agent.
+    """
+    trainer = get_trainer(algo)
+    if not isinstance(trainer, EpisodeTrainer):
+        raise ConfigError(f"algo {algo!r} trains no agent that acts in an env: no episodes")
+    return trainer
 
 
 def state_dict_file(path: str | Path, which: str) -> Path:
