@@ -21,7 +21,7 @@ def require_box(
     return space
 
 
-def require_int(value: Any, name: str, minimum: int = 1) -> int:
+def require_integral(value: Any, name: str, minimum: int = 1) -> int:
     """Return ``value`` as an int if it is an integral number >= ``minimum`` (0 or 1), else raise.
 
     Bools are refused: ``copies=True`` is a slip, not a count.

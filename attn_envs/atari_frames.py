@@ -32,7 +32,7 @@ from stable_baselines3.common.atari_wrappers import (
 )
 
 from attn_envs._seeding import SeededWrapperMixin
-from attn_envs._spaces import require_box, require_int
+from attn_envs._spaces import require_box, require_integral
 
 __all__ = ["AtariCropWrapper", "DownsampleCropObservation", "FixedNoopReset", "NoopFrameReset"]
 
@@ -84,10 +84,10 @@ class DownsampleCropObservation(
                 f"{name} needs a uint8 (H, W, 3) RGB or (H, W[, 1]) grey observation, got "
                 f"shape {space.shape} and dtype {space.dtype}"
             )
-        self.height = require_int(height, "height")
-        self.width = require_int(width, "width")
-        self.size = require_int(size, "size")
-        self.crop_top = require_int(crop_top, "crop_top", minimum=0)
+        self.height = require_integral(height, "height")
+        self.width = require_integral(width, "width")
+        self.size = require_integral(size, "size")
+        self.crop_top = require_integral(crop_top, "crop_top", minimum=0)
         if self.crop_top + self.size > self.height or self.size > self.width:
             raise ValueError(
                 f"a {size}x{size} crop from row {crop_top} does not fit a {height}x{width} frame"
@@ -144,7 +144,7 @@ class FixedNoopReset(gym.Wrapper[Any, int, Any, int], gym.utils.RecordConstructo
 
     def __init__(self, env: gym.Env, noops: int) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, noops=noops)
-        self.noops = require_int(noops, "noops", minimum=0)
+        self.noops = require_integral(noops, "noops", minimum=0)
         _require_noop_ale(env, "FixedNoopReset")
         super().__init__(env)
 
@@ -192,7 +192,7 @@ class NoopFrameReset(
 
     def __init__(self, env: gym.Env, noop_max: int = 3) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, noop_max=noop_max)
-        self.noop_max = require_int(noop_max, "noop_max", minimum=0)
+        self.noop_max = require_integral(noop_max, "noop_max", minimum=0)
         _require_noop_ale(env, "NoopFrameReset")
         super().__init__(env)
 

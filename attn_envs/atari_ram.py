@@ -22,7 +22,7 @@ import numpy as np
 from gymnasium import spaces
 
 from attn_envs._seeding import SeededWrapperMixin, derive_rng
-from attn_envs._spaces import require_int
+from attn_envs._spaces import require_integral
 from attn_envs.atari_frames import NoopFrameReset
 from attn_envs.ram_annotations import (
     RAM_SIZE,
@@ -194,10 +194,10 @@ class DistractorFeatureObservation(
             order_seed=order_seed,
         )
         name = type(self).__name__
-        n_distractors = require_int(n_distractors, "n_distractors", minimum=0)
-        stack = require_int(stack, "stack")
+        n_distractors = require_integral(n_distractors, "n_distractors", minimum=0)
+        stack = require_integral(stack, "stack")
         if order_seed is not None:
-            order_seed = require_int(order_seed, "order_seed", minimum=0)
+            order_seed = require_integral(order_seed, "order_seed", minimum=0)
         if not (callable(distractor_policy) or distractor_policy in ("random", "noop")):
             raise ValueError(
                 "distractor_policy must be 'random', 'noop' or a callable, "
@@ -455,7 +455,7 @@ def make_distractor_env(
     """
     game = resolve_game(game)
     env = gym.make(f"ALE/{game}-v5", **{"obs_type": "ram", **ale_kwargs})
-    if require_int(noop_frames, "noop_frames", minimum=0):
+    if require_integral(noop_frames, "noop_frames", minimum=0):
         env = NoopFrameReset(env, noop_max=noop_frames)
     return DistractorFeatureObservation(
         env,

@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium import spaces
 from minigrid.core.constants import COLOR_TO_IDX, DIR_TO_VEC, OBJECT_TO_IDX, STATE_TO_IDX
 
-from attn_envs._spaces import require_box, require_int
+from attn_envs._spaces import require_box, require_integral
 
 __all__ = [
     "DOORKEY_SIZES",
@@ -272,7 +272,7 @@ def make_egocentric_doorkey(
     """
     if size not in DOORKEY_SIZES:
         raise ValueError(f"DoorKey size must be one of {DOORKEY_SIZES}, got {size!r}")
-    max_steps = require_int(max_steps, "max_steps")
+    max_steps = require_integral(max_steps, "max_steps")
     env = gym.make(
         f"MiniGrid-DoorKey-{size}x{size}-v0", max_steps=max_steps, render_mode=render_mode
     )

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attn_envs._spaces import require_int
+from attn_envs._spaces import require_integral
 
 __all__ = ["MNISTTransform", "transform_mnist", "transformed_test_set"]
 
@@ -123,7 +123,7 @@ def transform_mnist(
         >>> bool((transform_mnist(images, 0) == transform_mnist(images, 0)).all())
         True
     """
-    max_shift = require_int(max_shift, "max_shift", minimum=0)
+    max_shift = require_integral(max_shift, "max_shift", minimum=0)
     if not (math.isfinite(max_rotation) and max_rotation >= 0):
         raise ValueError(f"max_rotation must be a finite angle >= 0 (degrees), got {max_rotation}")
     if n_spots is not None and (len(n_spots) != 2 or min(n_spots) < 0):

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import cv2
 import numpy as np
 
-from attn_envs._spaces import require_int
+from attn_envs._spaces import require_integral
 
 __all__ = [
     "MNIST_FILES",
@@ -376,7 +376,7 @@ def synthetic_digits(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         >>> bool((synthetic_digits(4, seed=0)[0] == images).all())
         True
     """
-    n = require_int(n, "n", minimum=0)
+    n = require_integral(n, "n", minimum=0)
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, 10, size=int(n)).astype(np.int64)
     images = np.zeros((int(n), 28, 28), np.uint8)
@@ -427,7 +427,7 @@ def uci_digits(split: Split = "train", n_test: int = 500) -> tuple[np.ndarray, n
 
     if split not in MNIST_FILES:
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    n_test = require_int(n_test, "n_test")
+    n_test = require_integral(n_test, "n_test")
     if n_test >= UCI_DIGITS:
         raise ValueError(f"n_test must be below {UCI_DIGITS} (the images there are), got {n_test}")
     try:

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from numpy.lib.stride_tricks import sliding_window_view
 
 from attn_envs._seeding import SeededWrapperMixin
-from attn_envs._spaces import require_box, require_int
+from attn_envs._spaces import require_box, require_integral
 from attn_envs.shuffle import token_space
 
 _CV2_DTYPES = frozenset(
@@ -176,12 +176,12 @@ class PatchObservation(
         h, w = space.shape[-2:] if self.channels_first else space.shape[:2]
 
         stride = patch_size if stride is None else stride
-        patch_size = require_int(patch_size, "patch_size")
-        stride = require_int(stride, "stride")
+        patch_size = require_integral(patch_size, "patch_size")
+        stride = require_integral(stride, "stride")
         if patch_size > min(h, w):
             raise ValueError(f"patch_size {patch_size} exceeds the image size {(h, w)}")
-        blank_top = require_int(blank_top, "blank_top", minimum=0)
-        blank_bottom = require_int(blank_bottom, "blank_bottom", minimum=0)
+        blank_top = require_integral(blank_top, "blank_top", minimum=0)
+        blank_bottom = require_integral(blank_bottom, "blank_bottom", minimum=0)
         if blank_top + blank_bottom > h:
             raise ValueError(
                 f"blank_top={blank_top} and blank_bottom={blank_bottom} must together be at "

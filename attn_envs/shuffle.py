@@ -15,7 +15,7 @@ import numpy as np
 from gymnasium import spaces
 
 from attn_envs._seeding import SeededWrapperMixin
-from attn_envs._spaces import require_box, require_int
+from attn_envs._spaces import require_box, require_integral
 
 __all__ = ["DuplicateObservation", "NoiseChannelsObservation", "ShuffleObservation"]
 
@@ -83,9 +83,13 @@ class ShuffleObservation(
         if len(space.shape) == 0:
             raise ValueError("ShuffleObservation needs an observation with at least one axis")
         self.reshuffle_every = (
-            None if reshuffle_every is None else require_int(reshuffle_every, "reshuffle_every")
+            None
+            if reshuffle_every is None
+            else require_integral(reshuffle_every, "reshuffle_every")
         )
-        self.frames = 1 if stacked_frames is None else require_int(stacked_frames, "stacked_frames")
+        self.frames = (
+            1 if stacked_frames is None else require_integral(stacked_frames, "stacked_frames")
+        )
         values = int(np.prod(space.shape[1:]))
         if self.frames > 1 and values % self.frames:
             raise ValueError(
@@ -155,7 +159,7 @@ class DuplicateObservation(
         gym.utils.RecordConstructorArgs.__init__(self, copies=copies)
         gym.ObservationWrapper.__init__(self, env)
         space = require_box(env.observation_space, "DuplicateObservation", ndim=(1,))
-        self.copies = require_int(copies, "copies")
+        self.copies = require_integral(copies, "copies")
         if self.copies * space.shape[0] > self.MAX_SIZE:  # np.tile would exhaust memory
             raise ValueError(
                 f"copies={copies} of a {space.shape[0]}-element observation exceeds "
@@ -203,7 +207,7 @@ class NoiseChannelsObservation(
             raise TypeError(
                 f"NoiseChannelsObservation needs a floating-point Box, got dtype {space.dtype}"
             )
-        n = require_int(n, "n", minimum=0)
+        n = require_integral(n, "n", minimum=0)
         if not np.isfinite(std) or std < 0:
             raise ValueError(f"std must be a finite non-negative number, got {std!r}")
         self.n, self.std = n, float(std)

@@ -12,7 +12,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from attn_envs._spaces import require_int
+from attn_envs._spaces import require_integral
 
 __all__ = ["NegativeRewardTruncation"]
 
@@ -38,7 +38,7 @@ class NegativeRewardTruncation(gym.Wrapper[Any, Any, Any, Any], gym.utils.Record
     """
 
     def __init__(self, env: gym.Env, patience: int = 20) -> None:
-        patience = require_int(patience, "patience")
+        patience = require_integral(patience, "patience")
         gym.utils.RecordConstructorArgs.__init__(self, patience=patience)
         gym.Wrapper.__init__(self, env)
         self.patience = patience

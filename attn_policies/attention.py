@@ -25,42 +25,10 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from attn_policies.checks import require_sizes
+
 Compatibility = Literal["dot", "additive"]
 QKVNorm = Literal["tokens", "features"] | None
-
-
-def require_int(value: object, name: str, minimum: int = 1) -> int:
-    """``value`` if it is an ``int`` >= ``minimum`` (1: a size, 0: a count that may be zero),
-    else a ``ValueError`` naming it. Bools are refused (``n_heads=True`` is a slip).
-
-    Example:
-        >>> require_int(3, "top_k")
-        3
-        >>> require_int(-1, "action_dim", minimum=0)
-        Traceback (most recent call last):
-        ...
-        ValueError: action_dim must be a non-negative integer, got -1
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        kind = {1: "a positive integer", 0: "a non-negative integer"}.get(
-            minimum, f"an integer >= {minimum}"
-        )
-        raise ValueError(f"{name} must be {kind}, got {value!r}")
-    return value
-
-
-def require_sizes(**sizes: object) -> None:
-    """Raise ``ValueError`` unless every size is a positive integer (``n_heads=0`` and
-    negative widths would otherwise build empty layers that fail far from the cause).
-
-    Example:
-        >>> require_sizes(n_heads=0)
-        Traceback (most recent call last):
-        ...
-        ValueError: n_heads must be a positive integer, got 0
-    """
-    for name, value in sizes.items():
-        require_int(value, name)
 
 
 class AttentionCapture:
@@ -283,9 +251,7 @@ class MultiHeadSelfAttention(AttentionCapture, nn.Module):
         self.compatibility = compatibility
         self.qkv = nn.Linear(in_features, 3 * n_heads * head_dim, bias=bias)
         shape = {"tokens": (n_heads, n_tokens, head_dim), "features": (head_dim,)}.get(qkv_norm)
-        self.norms = (
-            nn.ModuleList(nn.LayerNorm(shape) for _ in range(3)) if shape else None
-        )
+        self.norms = nn.ModuleList(nn.LayerNorm(shape) for _ in range(3)) if shape else None
         if compatibility == "additive":
             assert n_tokens is not None
             self.q_lin = nn.Linear(head_dim, n_tokens)

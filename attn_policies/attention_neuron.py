@@ -47,13 +47,8 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from attn_policies._es_support import lstm_cell
-from attn_policies.attention import (
-    AttentionCapture,
-    attend,
-    require_int,
-    require_sizes,
-    sinusoidal_table,
-)
+from attn_policies.attention import AttentionCapture, attend, sinusoidal_table
+from attn_policies.checks import require_int, require_sizes
 
 __all__ = [
     "AttentionActivation",

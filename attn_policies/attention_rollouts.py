@@ -22,7 +22,6 @@ from matplotlib.figure import Figure
 from stable_baselines3.common.base_class import BaseAlgorithm
 from torch import Tensor
 
-from attn_policies.attention import require_int
 from attn_policies.attention_plots import (
     Head,
     PathLike,
@@ -35,6 +34,7 @@ from attn_policies.attention_plots import (
     plot_top_patches,
 )
 from attn_policies.capture import Model, as_numpy, attention_maps, is_sb3, select_layer
+from attn_policies.checks import require_int
 from attn_policies.saliency import attention_saliency, patch_scores, split_time_blocks
 
 __all__ = [

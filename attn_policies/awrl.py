@@ -99,13 +99,8 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import Tensor, nn
 
-from attn_policies.attention import (
-    MultiHeadSelfAttention,
-    attend,
-    require_int,
-    require_sizes,
-    sinusoidal_table,
-)
+from attn_policies.attention import MultiHeadSelfAttention, attend, sinusoidal_table
+from attn_policies.checks import require_int, require_sizes
 from attn_policies.feature_baselines import dry_run, feature_shape
 
 __all__ = [

@@ -15,8 +15,8 @@ import torch
 from torch import Tensor, nn
 
 from attn_policies._es_support import FlatParameters
-from attn_policies.attention import require_sizes
 from attn_policies.attention_neuron import AttentionNeuron, NeuronState, zero_rows
+from attn_policies.checks import require_sizes
 
 __all__ = ["AttentionNeuronPolicy", "FNNPolicy", "PolicyState"]
 

@@ -24,7 +24,7 @@ from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import Tensor, nn
 
-from attn_policies.attention import require_sizes
+from attn_policies.checks import require_sizes
 
 __all__ = [
     "FeatureCNNExtractor",

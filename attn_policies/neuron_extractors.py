@@ -33,8 +33,8 @@ from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import Tensor, nn
 
-from attn_policies.attention import require_sizes
 from attn_policies.attention_neuron import AttentionNeuron, VisionAttentionNeuron
+from attn_policies.checks import require_sizes
 
 __all__ = ["AttentionNeuronExtractor", "AttentionNeuronVectorExtractor", "split_dict_space"]
 

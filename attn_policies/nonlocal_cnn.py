@@ -52,7 +52,8 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import Tensor, nn
 
 from attn_policies import attention
-from attn_policies.attention import AttentionCapture, require_int, require_sizes
+from attn_policies.attention import AttentionCapture
+from attn_policies.checks import require_int, require_sizes
 
 NonLocalForm = Literal["row", "full"]
 Position = Literal["conv1", "conv2", "conv3", "fc"]

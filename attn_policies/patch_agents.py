@@ -23,8 +23,8 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from attn_policies._es_support import FlatParameters, lstm_cell
-from attn_policies.attention import require_sizes
 from attn_policies.attention_neuron import VisionAttentionNeuron
+from attn_policies.checks import require_sizes
 from attn_policies.patch_voting import PatchVoting, Votes, grid_centres, image_patches
 
 __all__ = [

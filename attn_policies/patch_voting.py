@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from attn_policies.attention import AttentionCapture, attend, require_sizes
+from attn_policies.attention import AttentionCapture, attend
+from attn_policies.checks import require_sizes
 
 __all__ = ["PatchVoting", "Votes", "grid_centres", "image_patches"]
 

@@ -17,7 +17,6 @@ from attn_policies.attention import (
     append_coordinates,
     attend,
     capture_attention,
-    require_int,
     sinusoidal_table,
 )
 
@@ -248,12 +247,3 @@ def test_attend_over_max_capture_bytes_warns_and_takes_the_fused_path() -> None:
     with capture_attention(layer) as maps:
         attend(layer, q, k, v, layer.softmax, scale=0.5)
     assert maps["self"].shape == (1, 1, 5, 5)
-
-
-def test_require_int() -> None:
-    assert require_int(0, "action_dim", minimum=0) == 0
-    for bad in (0, -1, 2.0, True, "3", None):
-        with pytest.raises(ValueError, match=r"^top_k must be a positive integer, got"):
-            require_int(bad, "top_k")
-    with pytest.raises(ValueError, match="n_frames must be an integer >= 2, got 1"):
-        require_int(1, "n_frames", minimum=2)

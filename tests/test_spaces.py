@@ -4,14 +4,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from attn_envs._spaces import require_box, require_int
+from attn_envs._spaces import require_box, require_integral
 
 
 def test_require_int_accepts_integral_values() -> None:
-    assert require_int(3, "k") == 3
-    assert require_int(np.int64(2), "k") == 2
-    assert require_int(4.0, "k") == 4 and isinstance(require_int(4.0, "k"), int)
-    assert require_int(0, "k", minimum=0) == 0
+    assert require_integral(3, "k") == 3
+    assert require_integral(np.int64(2), "k") == 2
+    assert require_integral(4.0, "k") == 4 and isinstance(require_integral(4.0, "k"), int)
+    assert require_integral(0, "k", minimum=0) == 0
 
 
 @pytest.mark.parametrize(
@@ -27,7 +27,7 @@ def test_require_int_accepts_integral_values() -> None:
 )
 def test_require_int_rejects(value, minimum: int, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        require_int(value, "k", minimum=minimum)
+        require_integral(value, "k", minimum=minimum)
 
 
 def test_require_box() -> None:

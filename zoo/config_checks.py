@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from attn_policies import checks
+
 
 class ConfigError(ValueError):
     """A config that cannot run: unknown key, wrong type, unknown class, misfit wrapper."""
@@ -60,7 +62,8 @@ def safe_yaml(text: str, where: str) -> Any:
 def require_int(value: Any, name: str, minimum: int = 0) -> int:
     """``value`` if it is an ``int`` >= ``minimum``, else a :class:`ConfigError` naming it.
 
-    The zoo's one integer check (bools are refused: ``freq: true`` is a slip, not a count).
+    The zoo's one integer check (bools are refused: ``freq: true`` is a slip, not a count):
+    :func:`attn_policies.checks.require_int` with a :class:`ConfigError`.
 
     Example:
         >>> require_int(3, "eval.freq")
@@ -70,12 +73,10 @@ def require_int(value: Any, name: str, minimum: int = 0) -> int:
         ...
         zoo.config.ConfigError: eval.n_envs must be a positive integer, got True
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(
-            minimum, f"an integer >= {minimum}"
-        )
-        raise ConfigError(f"{name} must be {kind}, got {value!r}")
-    return value
+    try:  # the one rule of attn_policies.checks, reported as a user error
+        return checks.require_int(value, name, minimum)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 @dataclass

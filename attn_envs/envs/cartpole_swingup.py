@@ -39,7 +39,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from numpy.typing import ArrayLike, NDArray
 
-from attn_envs._spaces import require_int
+from attn_envs._spaces import require_integral
 
 __all__ = [
     "DT",
@@ -359,7 +359,7 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         self.upright_share = _check_share(self.upright, upright_share)
         self.inward_share = _check_probability("inward_share", inward_share)
         self.start_span = check_start_span(self.harder, start_span)
-        self.max_episode_steps = require_int(max_episode_steps, "max_episode_steps")
+        self.max_episode_steps = require_integral(max_episode_steps, "max_episode_steps")
         self.render_mode = render_mode
         self.observation_space = _single_observation_space()
         self.action_space = _single_action_space()
@@ -461,12 +461,12 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         inward_share: float = 0.0,
         start_span: ArrayLike | None = None,
     ) -> None:
-        self.num_envs = require_int(num_envs, "num_envs")
+        self.num_envs = require_integral(num_envs, "num_envs")
         self.harder, self.upright = bool(harder), bool(upright)
         self.upright_share = _check_share(self.upright, upright_share)
         self.inward_share = _check_probability("inward_share", inward_share)
         self.start_span = check_start_span(self.harder, start_span)
-        self.max_episode_steps = require_int(max_episode_steps, "max_episode_steps")
+        self.max_episode_steps = require_integral(max_episode_steps, "max_episode_steps")
         self.autoreset = bool(autoreset)
         mode = AutoresetMode.NEXT_STEP if self.autoreset else AutoresetMode.DISABLED
         self.metadata = {**type(self).metadata, "autoreset_mode": mode}

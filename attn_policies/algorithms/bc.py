@@ -53,7 +53,7 @@ from torch import Tensor, nn
 
 from attn_policies.algorithms.frame_store import FrameStore, StackedFrames
 from attn_policies.atomic import atomic_path
-from attn_policies.attention import require_int, require_sizes
+from attn_policies.checks import require_int, require_sizes
 
 __all__ = [
     "BCConfig",

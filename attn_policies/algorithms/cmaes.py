@@ -62,7 +62,7 @@ from attn_policies.algorithms.cmaes_state import (
 from attn_policies.algorithms.es_eval import Evaluator
 from attn_policies.algorithms.pgpe import PGPE, PGPEConfig
 from attn_policies.atomic import atomic_write
-from attn_policies.attention import require_int
+from attn_policies.checks import require_int
 
 __all__ = ["CMAES", "CMAESConfig", "CMAESTrainer", "convert_pickled_state"]
 

@@ -55,7 +55,7 @@ import torch
 from torch import Tensor, nn
 
 from attn_policies.atomic import atomic_path, atomic_write
-from attn_policies.attention import require_int
+from attn_policies.checks import require_int
 
 Teacher = Callable[[Tensor], Any]
 EnvFactory = Callable[[int], gym.vector.VectorEnv]

@@ -30,7 +30,7 @@ from typing import Literal
 import numpy as np
 
 from attn_policies.algorithms.cmaes_state import StateFormatError
-from attn_policies.attention import require_int
+from attn_policies.checks import require_int
 
 __all__ = ["PGPE", "PGPEConfig", "centred_ranks"]
 

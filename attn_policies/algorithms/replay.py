@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.buffers import ReplayBuffer
 
-from attn_policies.attention import require_int
+from attn_policies.checks import require_int
 
 
 class OversamplingReplayBuffer(ReplayBuffer):

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from attn_policies.attention import require_int
+from attn_policies.checks import require_int
 
 __all__ = ["ClassifierConfig", "evaluate_classifier", "scale_images", "train_classifier"]
 

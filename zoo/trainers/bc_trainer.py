@@ -105,7 +105,7 @@ from zoo.metrics import BC_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve, resolve_function
 from zoo.trainers import state_dict_file
 from zoo.trainers.base import ProgressTable, load_init, load_state_dict, save_state_dict
-from zoo.trainers.contract import RunHandle, register
+from zoo.trainers.contract import KeyTypes, RunHandle, register
 from zoo.trainers.sb3_state import normalizer
 from zoo.trainers.sb3_trainer import SB3Trainer
 
@@ -528,7 +528,7 @@ def _collect_run(run: RunConfig) -> RunConfig:
 class BCTrainer:
     """Collects teacher data and fits the student with :func:`train_bc`."""
 
-    def config_keys(self, body: dict[str, Any]) -> dict[str, Any]:
+    def config_keys(self, body: dict[str, Any]) -> KeyTypes:
         return KEYS
 
     def validate(self, run: RunConfig) -> None:

@@ -46,7 +46,7 @@ from attn_policies.catalog import import_object
 from zoo import progress
 from zoo.config_checks import ConfigError, RunConfig, check_type, nearest
 from zoo.metrics import CLASSIFIER_METRICS, MetricsLogger, renamed
-from zoo.trainers.contract import RunHandle, register
+from zoo.trainers.contract import KeyTypes, RunHandle, register
 
 MODELS: dict[str, str] = {
     "relational_mnist": "attn_policies.relational:RelationalMNIST",
@@ -127,7 +127,7 @@ def load_data(run: RunConfig) -> tuple[Any, Any, Any, Any]:
 class ClassifierTrainer:
     """Trains a classifier with :func:`~attn_policies.algorithms.supervised.train_classifier`."""
 
-    def config_keys(self, body: dict[str, Any]) -> dict[str, Any]:
+    def config_keys(self, body: dict[str, Any]) -> KeyTypes:
         return KEYS
 
     def validate(self, run: RunConfig) -> None:

@@ -72,7 +72,7 @@ from zoo.trainers.base import (
     save_state_dict,
     tensorboard,
 )
-from zoo.trainers.contract import RunHandle, register
+from zoo.trainers.contract import KeyTypes, RunHandle, register
 
 ES_POLICIES: dict[str, str] = {
     "attention_neuron": "attn_policies.es_policies:AttentionNeuronPolicy",
@@ -325,7 +325,7 @@ def _test_seeds(seed: int, n: int) -> list[int]:
 class CMAESZooTrainer:
     """Trains a flat-vector policy with :class:`~attn_policies.algorithms.cmaes.CMAESTrainer`."""
 
-    def config_keys(self, body: dict[str, Any]) -> dict[str, Any]:
+    def config_keys(self, body: dict[str, Any]) -> KeyTypes:
         return KEYS
 
     def validate(self, run: RunConfig) -> None:

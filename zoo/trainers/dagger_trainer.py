@@ -70,7 +70,7 @@ from zoo.metrics import DAGGER_METRICS, MetricsLogger, renamed
 from zoo.trainers import base, cmaes_trainer
 from zoo.trainers.base import ProgressTable, read_json, save_state_dict
 from zoo.trainers.cmaes_trainer import CMAESZooTrainer
-from zoo.trainers.contract import RunHandle, register
+from zoo.trainers.contract import KeyTypes, RunHandle, register
 
 KEYS: dict[str, tuple[type, ...] | None] = {
     "teacher": (str,),
@@ -200,7 +200,7 @@ def load_teacher(run: RunConfig) -> nn.Module:
 class DAggerZooTrainer(CMAESZooTrainer):
     """Trains an ES policy by DAgger; loading and evaluation are those of ``algo: cmaes``."""
 
-    def config_keys(self, body: dict[str, Any]) -> dict[str, Any]:
+    def config_keys(self, body: dict[str, Any]) -> KeyTypes:
         return KEYS
 
     def validate(self, run: RunConfig) -> None:

@@ -29,7 +29,7 @@ from zoo.evaluation import (
 )
 from zoo.metrics import MetricsLogger
 from zoo.trainers import SB3_ALGOS
-from zoo.trainers.contract import RunHandle, register
+from zoo.trainers.contract import KeyTypes, RunHandle, register
 from zoo.trainers.sb3_state import (
     ArtefactError,
     load_model,
@@ -246,7 +246,7 @@ def _latest_eval(callbacks: Sequence[Any]) -> str | None:
 class SB3Trainer:
     """Any SB3 algorithm (``ppo``, ``a2c``, ``dqn``, ``double_dqn``, ``qrdqn``, ...)."""
 
-    def config_keys(self, body: dict[str, Any]) -> dict[str, Any]:
+    def config_keys(self, body: dict[str, Any]) -> KeyTypes:
         try:
             algo = factory.resolve("algo", str(body.get("algo")))
         except ValueError as err:
