@@ -270,6 +270,16 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from zoo.report import report
+
+    result = report(args.experiment, args.folders, out=args.out, plot=not args.no_plot)
+    print(result.table)
+    for path in result.written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def _cmd_robustness(args: argparse.Namespace) -> int:
     from zoo.robustness import check_sweep, markdown, robustness_sweep
 
@@ -406,6 +416,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="PNG path (default: curves.png in the first run folder)")
     p.add_argument("--x", default="steps", choices=["steps", "time"])
     p.set_defaults(func=_cmd_plot)
+
+    p = sub.add_parser("report", help="summary table and curves of an experiment E1-E8")
+    p.add_argument("experiment", help="E1 ... E8 or its name (mnist, doorkey, ...)")
+    p.add_argument("folders", nargs="*", help="run folders, one row each (default: results/)")
+    p.add_argument("--out", help="output folder (default results/<experiment>/report)")
+    p.add_argument("--no-plot", action="store_true", help="the table only, no curves")
+    p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("robustness", help="test a trained run under perturbations (tables)")
     p.add_argument("runs", nargs="+", help="run folders (several: one row each)")
