@@ -19,7 +19,7 @@ Example:
     ...     _ = (run / "eval.json").write_text(json.dumps({"test_accuracy": acc}))
     ...     _ = (run / "status.json").write_text(json.dumps({"seed": seed}))
     >>> exp = Experiment("E0", "demo", "demo", "test accuracy", (Cell("CNN", "cnn/*", "85%"),))
-    >>> print(summary_table(collect(exp, root)))
+    >>> print(summary_table(collect(exp, root), exp))
     | cell | runs | test accuracy | per run | training return, last 10% of steps | published |
     | --- | ---: | --- | --- | --- | --- |
     | CNN | 2 | 85.0% ± 7.1% (2 seeds) | 90.0% / 80.0% | | 85% |
@@ -415,11 +415,11 @@ def _final_title(exp: Experiment) -> str:
     return f"last {exp.final:.0%} of steps" if exp.final < 1 else f"last {exp.final:,.0f} steps"
 
 
-def summary_table(cells: Sequence[CellResult], experiment: Experiment | None = None) -> str:
+def summary_table(cells: Sequence[CellResult], experiment: Experiment) -> str:
     """The Markdown table of :func:`collect`'s rows: score (mean ± sd over seeds, or over
     test episodes for a single run), each run's score, the training return at the end and
     the published figure."""
-    exp = experiment or _experiment_of(cells)
+    exp = experiment
     header = (
         f"| cell | runs | {exp.score} | per run | training return, {_final_title(exp)} "
         "| published |"
@@ -438,13 +438,6 @@ def summary_table(cells: Sequence[CellResult], experiment: Experiment | None = N
 def _md_row(values: Sequence[Any]) -> str:
     """A Markdown table row; an empty cell is ``| |``."""
     return "|" + "|".join(f" {v} " if str(v) else " " for v in values) + "|"
-
-
-def _experiment_of(cells: Sequence[CellResult]) -> Experiment:
-    for exp in EXPERIMENTS:
-        if {c.cell for c in cells} <= set(exp.cells):
-            return exp
-    raise ValueError("pass the experiment the cells belong to")
 
 
 def _run_rows(cells: Sequence[CellResult]) -> list[list[Any]]:
@@ -508,7 +501,7 @@ def report(
         ConfigError: unknown experiment, or a cell without finished runs. Nothing is
             written then.
     """
-    from zoo.plots import plot_runs
+    from zoo.plots import find_run_dirs, plot_runs
 
     exp = find_experiment(name)
     root = Path(root)
@@ -519,6 +512,9 @@ def report(
         if out is not None
         else (Path(folders[0]) / "report" if folders else root / "results" / exp.folder / "report")
     )
+    runs = list(dict.fromkeys(r.path for row in cells for r in row.runs))
+    if plot:
+        find_run_dirs(runs)  # a run without config.yml fails here, before anything is written
     page = root / exp.page
     refreshed = not folders and exp.page and page.is_file() and replace_block(page, MARKER, table)
     target.mkdir(parents=True, exist_ok=True)
@@ -537,7 +533,6 @@ def report(
         writer.writerow(CSV_COLUMNS)
         writer.writerows(run_rows)
     if plot:
-        runs = list(dict.fromkeys(r.path for row in cells for r in row.runs))
         written.append(plot_runs(runs, out=target / "curves.png"))
     if refreshed:
         written.append(page)
