@@ -20,9 +20,9 @@ Example:
     ...     _ = (run / "status.json").write_text(json.dumps({"seed": seed}))
     >>> exp = Experiment("E0", "demo", "demo", "test accuracy", (Cell("CNN", "cnn/*", "85%"),))
     >>> print(summary_table(collect(exp, root), exp))
-    | cell | runs | test accuracy | per run | training return, last 10% of steps | published |
-    | --- | ---: | --- | --- | --- | --- |
-    | CNN | 2 | 85.0% ± 7.1% (2 seeds) | 90.0% / 80.0% | | 85% |
+    | cell | runs | test accuracy | per run | published |
+    | --- | ---: | --- | --- | --- |
+    | CNN | 2 | 85.0% ± 7.1% (2 seeds) | 90.0% / 80.0% | 85% |
 """
 
 from __future__ import annotations
@@ -417,21 +417,30 @@ def _final_title(exp: Experiment) -> str:
 
 def summary_table(cells: Sequence[CellResult], experiment: Experiment) -> str:
     """The Markdown table of :func:`collect`'s rows: score (mean ± sd over seeds, or over
-    test episodes for a single run), each run's score, the training return at the end and
-    the published figure."""
+    test episodes for a single run), each run's score where a cell has several, the training
+    return at the end where the runs logged it, and the published figure."""
     exp = experiment
-    header = (
-        f"| cell | runs | {exp.score} | per run | training return, {_final_title(exp)} "
-        "| published |"
-    )
-    lines = [header, "| --- | ---: | --- | --- | --- | --- |"]
-    for row in cells:
-        many = len(row.runs) > 1
-        per_run = " / ".join(_fmt(r.score, exp.percent) for r in row.runs) if many else ""
+    many = any(len(row.runs) > 1 for row in cells)
+    finals = [_final_text(row.runs) for row in cells]
+    titles = ["cell", "runs", exp.score]
+    titles += ["per run"] if many else []
+    titles += [f"training return, {_final_title(exp)}"] if any(finals) else []
+    lines = [_md_row([*titles, "published"]), "| --- | ---: |" + " --- |" * (len(titles) - 1)]
+    for row, final in zip(cells, finals, strict=True):
         unit = "test images" if exp.score == "test accuracy" else "episodes"
-        score = _score_text(row.runs, exp.percent, unit)
-        values = (row.cell.label, len(row.runs), score, per_run, _final_text(row.runs))
-        lines.append(_md_row((*values, row.cell.published)))
+        values: list[Any] = [
+            row.cell.label,
+            len(row.runs),
+            _score_text(row.runs, exp.percent, unit),
+        ]
+        if many:
+            several = len(row.runs) > 1
+            values.append(
+                " / ".join(_fmt(r.score, exp.percent) for r in row.runs) if several else ""
+            )
+        if any(finals):
+            values.append(final)
+        lines.append(_md_row([*values, row.cell.published]))
     return "\n".join(lines)
 
 
