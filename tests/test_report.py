@@ -10,7 +10,15 @@ import pytest
 
 from zoo.cli import main
 from zoo.config_checks import ConfigError
-from zoo.report import EXPERIMENTS, collect, find_experiment, report, summary_table
+from zoo.report import (
+    EXPERIMENTS,
+    chain_rows,
+    collect,
+    find_experiment,
+    plot_chain,
+    report,
+    summary_table,
+)
 
 PAGE = "intro\n<!-- report: attn-zoo report E7 -->\nold table\n<!-- /report -->\nafter\n"
 
@@ -124,3 +132,32 @@ def test_cli_report_prints_the_table_and_user_errors_exit_2(tmp_path: Path, caps
     assert "attn-zoo: error: unknown experiment 'E9'" in capsys.readouterr().err
     assert main(["report", "E7", str(tmp_path / "missing"), "--no-plot"]) == 2
     assert not (tmp_path / "missing").exists()
+
+
+def test_chain_places_stages_end_to_end_by_wall_time(tmp_path: Path) -> None:
+    stages = []
+    for i, (count, wall, checks, final) in enumerate(
+        [
+            ("update", 600.0, [(50, 10.0), (100, 20.0)], 15.0),
+            ("generation", 300.0, [(0, 18.0)], 30.0),
+        ]
+    ):
+        stage = tmp_path / f"{i + 1}_stage"
+        stage.mkdir()
+        status = {"wall_seconds": wall, count: checks[-1][0] or 10}
+        (stage / "status.json").write_text(json.dumps(status))
+        rows = [{count: c, "test_mean": m} for c, m in checks]
+        (stage / "evaluations.json").write_text(json.dumps(rows))
+        policy = {"deterministic": {"mean_reward": final}}
+        (stage / "eval.json").write_text(json.dumps({"policies": policy}))
+        stages.append(stage)
+    assert chain_rows(stages) == [
+        ("1_stage", "check", 5.0, 10.0),
+        ("1_stage", "check", 10.0, 20.0),
+        ("1_stage", "final", 10.0, 15.0),
+        ("2_stage", "check", 10.0, 18.0),  # generation 0: the second stage's start
+        ("2_stage", "final", 15.0, 30.0),
+    ]
+    out = plot_chain(stages, tmp_path / "chain.png", goal=25.0)
+    assert out.stat().st_size > 0
+    assert (tmp_path / "chain.csv").read_text().splitlines()[-1] == "2_stage,final,15.0,30.0"

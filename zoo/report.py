@@ -48,8 +48,10 @@ __all__ = [
     "Experiment",
     "Report",
     "RunScore",
+    "chain_rows",
     "collect",
     "find_experiment",
+    "plot_chain",
     "read_score",
     "report",
     "runs_in",
@@ -70,12 +72,15 @@ class Cell:
             folders holding them, one level down): the seeds of one cell.
         published: the source's figure for this row, as the source states it.
         policy: which ``eval.json`` policy to read (default: the first one).
+        plot: draw its runs in the curves figure; off for a cell whose runs share a
+            config name with another cell's (the figure groups runs by that name).
     """
 
     label: str
     pattern: str
     published: str = ""
     policy: str | None = None
+    plot: bool = True
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,9 @@ class Experiment:
             the steps (below 1) or a number of final env steps (1 or more).
         final_from_eval: read that column from ``eval.json``'s ``training_return`` (the
             trainer's own final window, e.g. seed 003's last 10,000 frames) instead.
+        chain: the stage run folders of a curriculum, in order (relative to the results
+            folder): drawn end to end against wall time (:func:`plot_chain`).
+        goal: a return line drawn on the chain's figure.
     """
 
     key: str
@@ -105,6 +113,8 @@ class Experiment:
     page: str = ""
     final: float = 0.1
     final_from_eval: bool = False
+    chain: tuple[str, ...] = ()
+    goal: float | None = None
 
     @property
     def percent(self) -> bool:
@@ -141,8 +151,10 @@ class Report:
     written: tuple[Path, ...]
 
 
-def _c(label: str, pattern: str, published: str = "", policy: str | None = None) -> Cell:
-    return Cell(label, pattern, published, policy)
+def _c(
+    label: str, pattern: str, published: str = "", policy: str | None = None, plot: bool = True
+) -> Cell:
+    return Cell(label, pattern, published, policy, plot)
 
 
 EXPERIMENTS: tuple[Experiment, ...] = (
@@ -178,13 +190,27 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         "test return",
         (
             _c("PI, curriculum route (`pi`)", "cartpole_pi/pi", "472 ± 426"),
-            _c("PI, the route again (seeds 16, 17)", "cartpole_pi/pop512/7_tune_after_seed16"),
-            _c("PI, its last stage with seed 8", "cartpole_pi/pop512/7_tune_seed8"),
+            _c(
+                "PI, the route again (seeds 16, 17)",
+                "cartpole_pi/pop512/7_tune_after_seed16",
+                plot=False,
+            ),
+            _c("PI, its last stage with seed 8", "cartpole_pi/pop512/7_tune_seed8", plot=False),
             _c("PI, CMA-ES from x0 = 0 (`pi_x0`)", "cartpole_pi/pi_x0", "472 ± 426"),
             _c("FNN", "cartpole_pi/fnn", "593 ± 433"),
             _c("PI, the authors' checkpoint", "pretrained/cartpole_pi", "516.6 ± 420.4 (log)"),
         ),
         "docs/experiments/e3_cartpole.md",
+        chain=(
+            "cartpole_pi/two_core/1_hold",
+            "cartpole_pi/two_core/2_catch",
+            "cartpole_pi/two_core/3_tune",
+            "cartpole_pi/two_core/4_tune",
+            "cartpole_pi/two_core/5_tune",
+            "cartpole_pi/pop512/6_tune_pop512",
+            "cartpole_pi/pi",
+        ),
+        goal=450.0,
     ),
     Experiment(
         "E4",
@@ -204,11 +230,11 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         "test return",
         (
             _c("KL student of the every-phase teacher", "puzzle_pong/phases/kl", "21 ± 0"),
-            _c("cross-entropy student of it", "puzzle_pong/phases/ce", "21 ± 0"),
+            _c("cross-entropy student of it", "puzzle_pong/phases/ce", "21 ± 0", plot=False),
             _c("the every-phase RAM teacher", "puzzle_pong/teacher_phases/0"),
             _c("KL student, occlusion 0.3 in training", "puzzle_pong/phases/kl_0.3", "21"),
             _c("KL student, occlusion 0.5 in training", "puzzle_pong/phases/kl_0.5", "21"),
-            _c("KL student of the first teacher", "puzzle_pong/exact/kl", "21 ± 0"),
+            _c("KL student of the first teacher", "puzzle_pong/exact/kl", "21 ± 0", plot=False),
         ),
         "docs/experiments/e5_puzzle_pong.md",
     ),
@@ -482,6 +508,83 @@ CSV_COLUMNS = (
 )
 
 
+def chain_rows(stages: Sequence[str | Path]) -> list[tuple[str, str, float, float]]:
+    """A curriculum's stages end to end: ``(stage, kind, minutes, mean return)`` rows.
+
+    Each stage's periodic checks (``evaluations.json``: ``test_mean`` at an ``update`` or
+    ``generation``) are placed at the wall time they were reached, assuming an even pace
+    through the stage (``status.json``'s ``wall_seconds`` over its count), after the wall
+    time of the stages before it (kind ``check``); its final test (``eval.json``'s first
+    policy) at its end (kind ``final``).
+
+    Example:
+        >>> import tempfile
+        >>> stage = Path(tempfile.mkdtemp()) / "1_hold"
+        >>> stage.mkdir()
+        >>> status = {"wall_seconds": 120.0, "update": 10}
+        >>> _ = (stage / "status.json").write_text(json.dumps(status))
+        >>> checks = [{"update": 5, "test_mean": 1.0}, {"update": 10, "test_mean": 3.0}]
+        >>> _ = (stage / "evaluations.json").write_text(json.dumps(checks))
+        >>> final = {"policies": {"deterministic": {"mean_reward": 2.5}}}
+        >>> _ = (stage / "eval.json").write_text(json.dumps(final))
+        >>> for row in chain_rows([stage, stage]):  # the same stage twice: 2 min each
+        ...     print(row)
+        ('1_hold', 'check', 1.0, 1.0)
+        ('1_hold', 'check', 2.0, 3.0)
+        ('1_hold', 'final', 2.0, 2.5)
+        ('1_hold', 'check', 3.0, 1.0)
+        ('1_hold', 'check', 4.0, 3.0)
+        ('1_hold', 'final', 4.0, 2.5)
+    """
+    rows: list[tuple[str, str, float, float]] = []
+    offset = 0.0
+    for stage in map(Path, stages):
+        status = json.loads((stage / "status.json").read_text())
+        wall = float(status["wall_seconds"])
+        count = "update" if "update" in status else "generation"
+        total = max(float(status[count]), 1.0)
+        for check in json.loads((stage / "evaluations.json").read_text()):
+            minutes = (offset + wall * check[count] / total) / 60
+            rows.append((stage.name, "check", round(minutes, 2), float(check["test_mean"])))
+        offset += wall
+        if (stage / "eval.json").is_file():
+            policies = json.loads((stage / "eval.json").read_text())["policies"]
+            score = float(next(iter(policies.values()))["mean_reward"])
+            rows.append((stage.name, "final", round(offset / 60, 2), score))
+    return rows
+
+
+def plot_chain(
+    stages: Sequence[str | Path], out: str | Path, goal: float | None = None, title: str = ""
+) -> Path:
+    """Draw :func:`chain_rows` (one line per stage, its final tests as dots) to the PNG
+    ``out``, with the rows in a CSV beside it (same stem); returns the PNG path."""
+    from attn_policies.canvas import new_figure, save_figure
+
+    rows = chain_rows(stages)
+    out = Path(out)
+    fig = new_figure(8.0, 4.5)
+    ax = fig.subplots()
+    for stage in dict.fromkeys(r[0] for r in rows):
+        checks = [r for r in rows if r[0] == stage and r[1] == "check"]
+        ax.plot([r[2] for r in checks], [r[3] for r in checks], lw=1, label=stage)
+    finals = [r for r in rows if r[1] == "final"]
+    ax.plot([r[2] for r in finals], [r[3] for r in finals], "ko", ms=4, label="final test")
+    if goal is not None:
+        ax.axhline(goal, color="r", lw=0.8, ls=":", label=f"goal {goal:g}")
+    ax.set_xlabel("wall minutes from scratch (stages end to end)")
+    ax.set_ylabel("mean test return")
+    ax.set_title(title or "curriculum stages end to end")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    save_figure(fig, out, dpi=110)
+    with out.with_suffix(".csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(("stage", "kind", "minutes", "mean_return"))
+        writer.writerows(rows)
+    return out
+
+
 def report(
     name: str,
     folders: Sequence[str | Path] = (),
@@ -491,7 +594,8 @@ def report(
     plot: bool = True,
 ) -> Report:
     """Summarise an experiment's runs: write ``summary.md``, ``summary.csv`` and the curves
-    (``curves.png`` and ``curves.csv``) into ``out``, and refresh the page's table.
+    (``curves.png`` and ``curves.csv``; for a curriculum also ``chain.png`` and ``chain.csv``,
+    :func:`plot_chain`) into ``out``, and refresh the page's table.
 
     Args:
         name: the experiment (:func:`find_experiment`).
@@ -525,7 +629,11 @@ def report(
     if plot:
         find_run_dirs(runs)  # a run without config.yml fails here, before anything is written
     page = root / exp.page
-    refreshed = not folders and exp.page and page.is_file() and replace_block(page, MARKER, table)
+    refreshed = False
+    if not folders and exp.page and page.is_file():
+        before = page.read_text()
+        replace_block(page, MARKER, table)  # its "changed" compares unequal line splits
+        refreshed = page.read_text() != before
     target.mkdir(parents=True, exist_ok=True)
     run_rows = _run_rows(cells)
     per_run = [
@@ -542,7 +650,12 @@ def report(
         writer.writerow(CSV_COLUMNS)
         writer.writerows(run_rows)
     if plot:
-        written.append(plot_runs(runs, out=target / "curves.png"))
+        plotted = [r.path for row in cells if row.cell.plot or folders for r in row.runs]
+        written.append(plot_runs(list(dict.fromkeys(plotted)), out=target / "curves.png"))
+        if exp.chain and not folders:
+            stages = [root / "results" / stage for stage in exp.chain]
+            title = f"{exp.key}: the curriculum's stages end to end"
+            written.append(plot_chain(stages, target / "chain.png", exp.goal, title))
     if refreshed:
         written.append(page)
     return Report(exp, cells, table, tuple(written))
