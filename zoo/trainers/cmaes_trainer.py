@@ -188,7 +188,7 @@ def policy_builder(run: RunConfig) -> Any:
     """The policy class or classmethod preset; anything but a torch module is refused
     before it is called (``policy: os:system`` never runs)."""
     try:
-        return resolve_module_builder(_policy_target(run), "policy")
+        return resolve_module_builder(_policy_target(run), "policy", ES_POLICIES.values())
     except ValueError as err:
         raise ConfigError(f"{run.name}: 'policy': {err}") from None
 
