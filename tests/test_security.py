@@ -303,6 +303,14 @@ def test_a_pickled_bc_teacher_loads_only_when_the_command_line_trusts_it(
     assert zoo.cli.main(["train", str(config), "--root", str(root)]) == 2
     assert f"add --trust-teacher {teacher}" in stderr_line(capsys)
     assert not marker.exists() and not root.exists()
+    # The same teacher as a run folder is rebuilt from its config (tensors only): no trust needed.
+    folder = tmp_path / "teacher_run"
+    shutil.copytree(trained, folder)
+    for model in folder.glob("*model.zip"):
+        poison_zip(model, marker)
+    body_folder = {**BC_ZIP_TEACHER, "teacher": str(folder)}
+    run = zoo.train(write_config(tmp_path, "bc_folder", body_folder), root=root)
+    assert run.status["state"] == "finished" and not marker.exists()
     with pytest.raises(Exception):  # named on the command line, it is unpickled: the payload runs
         zoo.train(config, root=root, trust_teacher=[teacher])
     assert marker.exists()
