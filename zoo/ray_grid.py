@@ -235,11 +235,16 @@ def _train_cell(
     command: str,
     progress_every: float | None,
     trust_teacher: Sequence[str] = (),
+    allow_import: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The task body: train (or resume) one cell in its folder; its ``eval.json``."""
+    """The task body: train (or resume) one cell in its folder; its ``eval.json``.
+    ``allow_import``: the driver's ``--allow-import`` packages (a remote node lacks its
+    environment)."""
     import zoo
     from zoo import progress
+    from zoo.registry import allow_imports
 
+    allow_imports(allow_import)
     folder = Path(path)
     host = socket.gethostname()
     if not folder.is_dir():
@@ -361,6 +366,7 @@ def run_grid(
         KeyboardInterrupt: after cancelling the tasks, which save a checkpoint; run the
             same call again to resume.
     """
+    from zoo.registry import ALLOWED_IMPORTS, allowed_imports
     from zoo.runs import check_trusted, new_run_dir
     from zoo.trainers import get_trainer
 
@@ -372,6 +378,7 @@ def run_grid(
     options = {id(cell): cell_resources(cell.run) for cell in todo}
     address = grid_address([cell.run for cell in cells], ray_address)
     trusted = [str(Path(f).resolve()) for f in trust_teacher]  # the same files on every node
+    extra_imports = [p for p in allowed_imports() if p not in ALLOWED_IMPORTS]
     for cell in todo:
         check_trusted(cell.run, trusted)
         get_trainer(cell.run.algo).probe(cell.run)
@@ -403,7 +410,7 @@ def run_grid(
             # retries are the driver's (it may pick a new folder), none inside Ray
             opts = {**options[id(cell)], "max_retries": 0, "retry_exceptions": False}
             ref = task.options(**opts).remote(
-                cell.run, str(cell.path), resume, command, progress_every, trusted
+                cell.run, str(cell.path), resume, command, progress_every, trusted, extra_imports
             )
             pending[ref] = cell
             say(

@@ -8,7 +8,7 @@ Keys besides the common ones::
                                       # e.g. {upright_share: 0.5} for E3's curriculum
     env_wrapper: []                   # gymnasium wrappers, as for SB3 runs
     train_env_wrapper: []             # more wrappers for fitness rollouts only (not tests)
-    policy: attention_neuron_cartpole # a name below or an import path ("module:Class.preset")
+    policy: attention_neuron_cartpole # a name below or an import path ("module:Class")
     policy_kwargs: {}                 # obs_dim / action_dim are filled in when accepted
     action_fn: null                   # import path mapping raw outputs (B, A) -> env actions
     n_generations: 1000
