@@ -314,6 +314,12 @@ def test_a_pickled_bc_teacher_loads_only_when_the_command_line_trusts_it(
     with pytest.raises(Exception):  # named on the command line, it is unpickled: the payload runs
         zoo.train(config, root=root, trust_teacher=[teacher])
     assert marker.exists()
+    marker.unlink()
+    (failed,) = (root / "bc").iterdir()  # its config.yml names the teacher: still not trusted
+    before = folder_bytes(failed)
+    with pytest.raises(ConfigError, match="--trust-teacher"):
+        zoo.resume(failed)
+    assert not marker.exists() and folder_bytes(failed) == before
 
 
 def test_teacher_statistics_are_npz_arrays_or_a_trusted_pickle(
