@@ -104,7 +104,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             if args.ray is not None:
                 raise ConfigError("--ray resumes a grid by running its train command again")
             _resolve_existing(Path(args.resume))
-            runs = [zoo.resume(args.resume, progress_bar=bar)]
+            runs = [zoo.resume(args.resume, progress_bar=bar, trust_teacher=args.trust_teacher)]
         else:
             if not args.name:
                 raise ConfigError("train needs an experiment NAME or PATH (or --resume RUN)")
@@ -119,6 +119,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 root=args.root,
                 progress_bar=bar,
                 command=command,
+                trust_teacher=args.trust_teacher,
             )
             if args.ray is not None:  # every cell a Ray task (zoo.ray_grid)
                 if args.run_dir:
@@ -385,6 +386,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also plot the curves and attention figures into each run folder",
     )
+    p.add_argument(
+        "--trust-teacher",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="load this pickled BC teacher file (an SB3 .zip, a VecNormalize .pkl): "
+        "unpickling runs its code, so only if you trust it (repeatable)",
+    )
     p.set_defaults(func=_cmd_train)
 
     p = sub.add_parser("evaluate", help="evaluate a trained run on its test episodes")
@@ -459,6 +468,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run folder to write (default runs/<experiment>/imported-<time>)")
     p.add_argument("--root", default="runs", help="where the default run folder goes")
     p.set_defaults(func=_cmd_import)
+    for p in sub.choices.values():
+        p.add_argument(
+            "--allow-import",
+            action="append",
+            default=[],
+            metavar="PKG",
+            help="let configs import this package too (its code runs; repeatable)",
+        )
     return parser
 
 
@@ -499,6 +516,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = argv
     try:
+        if args.allow_import:  # the person running says so; a config never can
+            from zoo.registry import allow_imports
+
+            allow_imports(args.allow_import)
         return int(args.func(args) or 0)
     except USER_ERRORS as err:
         print(f"attn-zoo: error: {_one_line(err)}", file=sys.stderr)
