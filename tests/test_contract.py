@@ -12,7 +12,14 @@ import pytest
 
 from zoo.config_checks import ConfigError
 from zoo.trainers import MODULES, SB3_ALGOS, get_episode_trainer, get_trainer
-from zoo.trainers.contract import EpisodeTrainer, Trainer, register, registered, registry
+from zoo.trainers.contract import (
+    EpisodeTrainer,
+    Trainer,
+    TrustChecker,
+    register,
+    registered,
+    registry,
+)
 
 TRAIN = ["self", "handle", "callbacks", "progress_bar", "resume"]
 EPISODES = ["self", "path", "run", "wrappers", "n_episodes", "seed", "which", "policy_kwargs"]
@@ -76,3 +83,8 @@ def test_only_trainers_of_acting_agents_replay_episodes() -> None:
     assert isinstance(get_episode_trainer("cmaes"), EpisodeTrainer)
     with pytest.raises(ConfigError, match="'classifier' trains no agent that acts"):
         get_episode_trainer("classifier")
+
+
+def test_the_bc_trainer_checks_trusted_files() -> None:
+    assert isinstance(get_trainer("bc"), TrustChecker)
+    assert not isinstance(get_trainer("cmaes"), TrustChecker)

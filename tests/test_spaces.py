@@ -7,7 +7,7 @@ import pytest
 from attn_envs._spaces import require_box, require_integral
 
 
-def test_require_int_accepts_integral_values() -> None:
+def test_require_integral_accepts_integral_values() -> None:
     assert require_integral(3, "k") == 3
     assert require_integral(np.int64(2), "k") == 2
     assert require_integral(4.0, "k") == 4 and isinstance(require_integral(4.0, "k"), int)
@@ -25,7 +25,7 @@ def test_require_int_accepts_integral_values() -> None:
         (None, 1, "k must be a positive integer, got None"),
     ],
 )
-def test_require_int_rejects(value, minimum: int, message: str) -> None:
+def test_require_integral_rejects(value, minimum: int, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         require_integral(value, "k", minimum=minimum)
 

@@ -16,7 +16,7 @@ registry without the circle config -> trainer -> config.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -30,6 +30,7 @@ __all__ = [
     "KeyTypes",
     "RunHandle",
     "Trainer",
+    "TrustChecker",
     "register",
     "registered",
     "registry",
@@ -40,10 +41,12 @@ KeyTypes = dict[str, tuple[type, ...] | None]
 
 
 class RunHandle(Protocol):
-    """The run folder a trainer trains into (:class:`zoo.runs.Run`)."""
+    """The run folder a trainer trains into (:class:`zoo.runs.Run`); ``trusted``: the pickled
+    files the caller named (``--trust-teacher``)."""
 
     path: Path
     config: RunConfig
+    trusted: tuple[Path, ...]
 
     def write_status(self, **fields: Any) -> None:
         """Merge ``fields`` into the folder's ``status.json`` (progress seen by ``status``)."""
@@ -93,6 +96,17 @@ class Trainer(Protocol):
         seed: int | None = None,
     ) -> dict[str, Any]:
         """The results dict written to ``eval.json`` (defaults from ``run.eval``)."""
+        ...
+
+
+@runtime_checkable
+class TrustChecker(Protocol):
+    """A trainer whose runs may load a pickled file (BC's teacher): it has, besides
+    :class:`Trainer`, the check :func:`zoo.runs.check_trusted` calls before anything is read."""
+
+    def check_trusted(self, run: RunConfig, trusted: Collection[str | Path]) -> None:
+        """Refuse (:class:`~zoo.config_checks.ConfigError`) a pickled file ``run`` would load
+        that ``trusted`` does not name."""
         ...
 
 
