@@ -88,7 +88,7 @@ class PreviousActionObservation(
         self.feature_space = action_feature_space(env.action_space)
         space = env.observation_space
         self._is_dict = isinstance(space, spaces.Dict)
-        if self._is_dict:
+        if isinstance(space, spaces.Dict):
             if key in space.spaces:
                 raise ValueError(
                     f"PreviousActionObservation: the Dict observation already has a {key!r} "

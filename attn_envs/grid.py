@@ -96,7 +96,7 @@ class EgocentricGridObservation(
         gym.ObservationWrapper.__init__(self, env)
         space = env.observation_space
         self._from_dict = isinstance(space, spaces.Dict)
-        if self._from_dict:
+        if isinstance(space, spaces.Dict):
             if "image" not in space.spaces:
                 raise TypeError(
                     "EgocentricGridObservation needs a MiniGrid Dict observation with an "
