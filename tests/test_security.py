@@ -18,7 +18,7 @@ import pytest
 import yaml
 from stable_baselines3 import PPO
 
-import zoo
+import zoo.cli
 from zoo.config import ConfigError
 
 CARTPOLE_PPO: dict[str, Any] = {
