@@ -32,28 +32,35 @@ class TrainProcess:
             preexec_fn=preexec_fn,  # type: ignore[arg-type]
         )
         self.out = b""
+        self.err = b""
         self.step = -1  # the step of the latest progress line
 
     def _read(self, timeout: float) -> bool:
-        """Read what stdout has within ``timeout`` s; False when nothing came (or it ended)."""
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            return False
-        chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-        if not chunk:
-            return False
-        self.out += chunk
-        for line in chunk.decode(errors="replace").splitlines():
-            match = STEP.match(line)
-            if match:
-                self.step = max(self.step, int(match.group(1).replace(",", "")))
-        return True
+        """Read what stdout and stderr have within ``timeout`` s; False when nothing came."""
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        streams = [s for s in (self.proc.stdout, self.proc.stderr) if not s.closed]
+        ready, _, _ = select.select(streams, [], [], timeout)
+        got = False
+        for stream in ready:
+            chunk = os.read(stream.fileno(), 1 << 16)
+            if not chunk:
+                stream.close()
+                continue
+            got = True
+            if stream is self.proc.stderr:
+                self.err += chunk
+                continue
+            self.out += chunk
+            for line in chunk.decode(errors="replace").splitlines():
+                match = STEP.match(line)
+                if match:
+                    self.step = max(self.step, int(match.group(1).replace(",", "")))
+        return got
 
-    def wait_for_line(self, text: str, timeout: float = 120) -> None:
-        """Until stdout has shown ``text``."""
+    def wait_for_line(self, text: str, stream: str = "out", timeout: float = 120) -> None:
+        """Until stdout (or ``stream="err"``: stderr) has shown ``text``."""
         deadline = time.monotonic() + timeout
-        while text.encode() not in self.out:
+        while text.encode() not in (self.out if stream == "out" else self.err):
             if time.monotonic() > deadline or (
                 not self._read(0.2) and self.proc.poll() is not None
             ):
@@ -80,7 +87,11 @@ class TrainProcess:
         self.proc.send_signal(signum)
 
     def finish(self, timeout: float = 120) -> tuple[int, str]:
-        """The exit status and stderr once the process has ended."""
-        out, err = self.proc.communicate(timeout=timeout)
-        self.out += out
-        return self.proc.returncode, err.decode(errors="replace")
+        """The exit status and all of stderr once the process has ended."""
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None or self._read(0):
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                raise AssertionError("the process did not end")
+            self._read(0.2)
+        return self.proc.returncode, self.err.decode(errors="replace")
