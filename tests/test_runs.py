@@ -519,3 +519,63 @@ def test_a_folder_left_with_only_a_dead_runs_lock_is_taken_over(tmp_path: Path) 
     with RunLock(run_dir), pytest.raises(ConfigError, match="exists and is not empty"):
         zoo.train(config, run_dir=run_dir)
     assert zoo.train(config, run_dir=run_dir).status["state"] == "finished"
+
+
+# --- a refused resume -------------------------------------------------------------------------
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+class StopAt:
+    """A CMA-ES callback: Ctrl-C after ``generation`` generations."""
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation
+
+    def __call__(self, record: dict[str, Any]) -> bool:
+        if record["generation"] >= self.generation:
+            raise KeyboardInterrupt
+        return True
+
+
+@pytest.mark.parametrize("algo", ["ppo", "cmaes"])
+def test_a_refused_resume_leaves_the_run_folder_byte_identical(tmp_path: Path, algo: str) -> None:
+    """An interrupted run whose checkpoint holds a pickle that would create a marker file:
+    ``--resume`` refuses it (exit 2, one line) and changes no byte of the folder: not
+    status.json (it used to say ``failed``), metrics.csv, logs/ or monitor/."""
+    from test_security import payload
+
+    marker = tmp_path / "pwned"
+    if algo == "ppo":
+        body = {**CARTPOLE_PPO, "normalize": True, "save_freq": 64}
+        with pytest.raises(KeyboardInterrupt):
+            zoo.train(
+                write_config(tmp_path, "cut", body), root=tmp_path, callbacks=[InterruptAt(150)]
+            )
+        path = only_run_dir(tmp_path, "cut")
+        (path / "checkpoints" / "last_vecnormalize.pkl").write_bytes(payload(marker))
+    else:
+        body = {
+            "algo": "cmaes",
+            "env": "attn_envs/CartPoleSwingUpHarder-v0",
+            "policy": "fnn",
+            "n_generations": 10,
+            "population": 8,
+            "repeats": 1,
+            "max_episode_steps": 50,
+            "eval": {"freq": 1, "n_episodes": 1, "final_episodes": 1},
+        }
+        with pytest.raises(KeyboardInterrupt):
+            zoo.train(write_config(tmp_path, "cut", body), root=tmp_path, callbacks=[StopAt(2)])
+        path = only_run_dir(tmp_path, "cut")
+        (state,) = (path / "checkpoints").glob("cma_state-*.npz")
+        state.write_bytes(payload(marker))
+    assert zoo.load(path).status["state"] == "interrupted"
+    before = _snapshot(path)
+    assert zoo.cli.main(["train", "--resume", str(path), "--no-progress"]) == 2
+    assert not marker.exists()
+    after = _snapshot(path)
+    assert sorted(after) == sorted(before)
+    assert [name for name in before if after[name] != before[name]] == []

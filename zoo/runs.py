@@ -422,6 +422,11 @@ def resume(
     with RunLock(handle.path) as lock:  # refused while another process trains it
         if handle.status.get("state") == "finished":
             raise ConfigError(f"{path} has already finished; nothing to resume")
+        # The checkpoint is read before anything is written: a refused one (pickled,
+        # tampered, another model's) leaves the folder as it was, status.json included.
+        trainer = get_trainer(handle.config.algo)
+        if hasattr(trainer, "check_resume"):
+            trainer.check_resume(handle.path, handle.config)
         if lock.stale is not None:
             print(
                 f"{handle.path}: taking over the stale lock of process {lock.stale.get('pid')}, "

@@ -242,6 +242,40 @@ def load_replay_buffer(buffer: BaseBuffer, file: str | Path) -> None:
         own[name][...] = array
 
 
+def check_replay_buffer(buffer: BaseBuffer, file: str | Path) -> None:
+    """Refuse a buffer file :func:`load_replay_buffer` would refuse, from the ``.npz``
+    headers only (no array is read): its arrays must be ``buffer``'s, with their dtypes and
+    shapes past the first axis (``buffer`` may be a shrunk one of the run's)."""
+    file = Path(file)
+    try:
+        headers = {}
+        with zipfile.ZipFile(file) as archive:
+            for name in archive.namelist():
+                with archive.open(name) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    read = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
+                    shape, _, dtype = read(fh)
+                headers[name.removesuffix(".npy")] = (shape, dtype)
+        headers.pop("__scalars__")
+    except Exception as err:
+        raise ArtefactError(f"{file}: not a readable replay buffer ({err})") from None
+    own = _buffer_arrays(buffer)
+    if set(headers) != set(own):
+        raise ArtefactError(
+            f"{file}: holds arrays {sorted(headers)}, the run's buffer {sorted(own)}"
+        )
+    for name, (shape, dtype) in headers.items():
+        if dtype != own[name].dtype or shape[1:] != own[name].shape[1:]:
+            raise ArtefactError(
+                f"{file}: {name} is {dtype}{shape}, the run's buffer has "
+                f"{own[name].dtype}{own[name].shape}"
+            )
+
+
 def save_vecnormalize(venv: VecNormalize, file: str | Path) -> None:
     """``VecNormalize`` running statistics as ``.npz``, atomically."""
     arrays: dict[str, np.ndarray] = {}

@@ -29,6 +29,7 @@ from zoo.evaluation import (
 from zoo.metrics import MetricsLogger
 from zoo.trainers.sb3_state import (
     ArtefactError,
+    check_replay_buffer,
     load_model,
     load_replay_buffer,
     load_vecnormalize,
@@ -448,8 +449,31 @@ class SB3Trainer:
             one_line = " ".join(str(err).split())  # torch lists each misfit on its own line
             raise ConfigError(f"{run.name}: 'init': {one_line}") from None
 
+    def check_resume(self, path: Path, run: RunConfig) -> None:
+        """Read the checkpoint as :meth:`train` will resume it, writing nothing, so that a
+        refused one (pickled, tampered, of another model) leaves the run folder as it was.
+
+        The model is the run's (its replay buffer shrunk: the buffer file is checked by its
+        array names, types and shapes, read from the ``.npz`` headers)."""
+        ckpt = path / "checkpoints"
+        if not (ckpt / "last.zip").exists():
+            return  # a resume from step 0
+        done = int(read_counters(ckpt / "last.zip").get("num_timesteps", 0))
+        plan = stages(run)
+        stage = next((s for s, end in plan if done < end), plan[-1][0])
+        env = factory.make_vec_env(stage)  # no Monitor files
+        try:
+            model = factory.make_model(stage, env, probe=True)
+            self._restore(model, ckpt, env, buffer=False)
+            buffer_file = checkpoint_files(ckpt, int(model.num_timesteps))[0]
+            if isinstance(model, OffPolicyAlgorithm) and buffer_file.exists():
+                check_replay_buffer(model.replay_buffer, buffer_file)
+            read_logger_state(ckpt / "last.zip")
+        finally:
+            env.close()
+
     @staticmethod
-    def _restore(model: BaseAlgorithm, ckpt: Path, venv: Any) -> None:
+    def _restore(model: BaseAlgorithm, ckpt: Path, venv: Any, buffer: bool = True) -> None:
         """Checkpoint tensors, counters, replay buffer and statistics into a model built
         from the config (no file is unpickled)."""
         for old in ("last_replay_buffer.pkl", "last_vecnormalize.pkl"):
@@ -457,7 +481,7 @@ class SB3Trainer:
                 raise refuse_pickle(ckpt / old, "checkpoint file")
         load_model(model, ckpt / "last.zip")
         buffer_file, stats_file = checkpoint_files(ckpt, int(model.num_timesteps))
-        if isinstance(model, OffPolicyAlgorithm) and buffer_file.exists():
+        if buffer and isinstance(model, OffPolicyAlgorithm) and buffer_file.exists():
             load_replay_buffer(model.replay_buffer, buffer_file)
         if isinstance(venv, VecNormalize) and stats_file.exists():
             load_vecnormalize(venv, stats_file)
