@@ -7,7 +7,10 @@
 - ``status.json``: ``running`` / ``interrupted`` / ``failed`` (with the ``reason``) /
   ``finished``, steps done, wall time (rewritten every minute while training, so a run
   killed outright keeps the time it ran);
-- ``run.lock``: locked by the process training the run (a second ``resume`` is refused);
+- ``run.lock``: locked by the process training the run (a second ``resume`` is refused); a
+  start cut before the run could train (a full disk, Ctrl-C) removes what it wrote, and a
+  folder holding only an unheld ``run.lock`` (a start killed outright) is taken over by
+  ``--run-dir``;
 - ``checkpoints/``: the last checkpoint (model, replay buffer, normalisation statistics),
   written atomically;
 - ``metrics.csv``: every metric the trainer logs, one long table (:mod:`zoo.metrics`);

@@ -169,6 +169,12 @@ class CheckpointCallback(BaseCallback):
         self._last_bucket = 0
         self._pending = False
 
+    def _init_callback(self) -> None:
+        # At learn's start, before any callback's training start (an evaluation cut by the
+        # interrupt runs again there): an interrupt from here on saves this step.
+        self.rollout_start = int(self.model.num_timesteps)
+        self.rollout_log = logger_state(self.logger)
+
     def _on_training_start(self) -> None:
         self.rollout_start = self.num_timesteps
         self.rollout_log = logger_state(self.logger)
@@ -461,7 +467,7 @@ class SB3Trainer:
         done = int(read_counters(ckpt / "last.zip").get("num_timesteps", 0))
         plan = stages(run)
         stage = next((s for s, end in plan if done < end), plan[-1][0])
-        env = factory.make_vec_env(stage)  # no Monitor files
+        env = factory.make_vec_env(stage, n_envs=1)  # no Monitor files
         try:
             model = factory.make_model(stage, env, probe=True)
             self._restore(model, ckpt, env, buffer=False)
