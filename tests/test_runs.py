@@ -515,6 +515,8 @@ def test_a_folder_left_with_only_a_dead_runs_lock_is_taken_over(tmp_path: Path) 
     )
     subprocess.run([sys.executable, "-c", code], check=False)
     assert [p.name for p in run_dir.iterdir()] == ["run.lock"]
+    with pytest.raises(FileNotFoundError, match="--run-dir` takes it over"):
+        zoo.resume(run_dir)
     config = write_config(tmp_path, "cartppo", {**CARTPOLE_PPO, "n_timesteps": 64})
     with RunLock(run_dir), pytest.raises(ConfigError, match="exists and is not empty"):
         zoo.train(config, run_dir=run_dir)

@@ -390,7 +390,10 @@ def load(path: str | Path) -> Run:
     """The run in a folder (a run folder, or any folder holding its ``config.yml``)."""
     path = Path(path)
     if not (path / "config.yml").is_file():
-        raise FileNotFoundError(f"{path} is not a run folder: it has no config.yml")
+        hint = ""
+        if path.is_dir() and RunLock.abandoned(path):
+            hint = " (a start cut before its first file; `train NAME --run-dir` takes it over)"
+        raise FileNotFoundError(f"{path} is not a run folder: it has no config.yml{hint}")
     run = load_runs(path / "config.yml")[0]
     handle = Run(path, run)
     # config.yml is the resolved config; the budget and cell it came from are in status.json.
