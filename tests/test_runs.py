@@ -530,19 +530,20 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
-class StopAt:
-    """A CMA-ES callback: Ctrl-C after ``generation`` generations."""
+class StopAfter:
+    """A CMA-ES or APG callback: Ctrl-C after ``n`` generations or updates."""
 
-    def __init__(self, generation: int) -> None:
-        self.generation = generation
+    def __init__(self, n: int) -> None:
+        self.n = n
 
     def __call__(self, record: dict[str, Any]) -> bool:
-        if record["generation"] >= self.generation:
+        self.n -= 1
+        if self.n <= 0:
             raise KeyboardInterrupt
         return True
 
 
-@pytest.mark.parametrize("algo", ["ppo", "cmaes"])
+@pytest.mark.parametrize("algo", ["ppo", "cmaes", "apg"])
 def test_a_refused_resume_leaves_the_run_folder_byte_identical(tmp_path: Path, algo: str) -> None:
     """An interrupted run whose checkpoint holds a pickle that would create a marker file:
     ``--resume`` refuses it (exit 2, one line) and changes no byte of the folder: not
@@ -558,6 +559,11 @@ def test_a_refused_resume_leaves_the_run_folder_byte_identical(tmp_path: Path, a
             )
         path = only_run_dir(tmp_path, "cut")
         (path / "checkpoints" / "last_vecnormalize.pkl").write_bytes(payload(marker))
+    elif algo == "apg":
+        with pytest.raises(KeyboardInterrupt):
+            zoo.train("cartpole_pi_hold", budget="smoke", root=tmp_path, callbacks=[StopAfter(3)])
+        path = only_run_dir(tmp_path, "cartpole_pi_hold")
+        (path / "checkpoints" / "apg.pt").write_bytes(payload(marker))
     else:
         body = {
             "algo": "cmaes",
@@ -570,7 +576,7 @@ def test_a_refused_resume_leaves_the_run_folder_byte_identical(tmp_path: Path, a
             "eval": {"freq": 1, "n_episodes": 1, "final_episodes": 1},
         }
         with pytest.raises(KeyboardInterrupt):
-            zoo.train(write_config(tmp_path, "cut", body), root=tmp_path, callbacks=[StopAt(2)])
+            zoo.train(write_config(tmp_path, "cut", body), root=tmp_path, callbacks=[StopAfter(2)])
         path = only_run_dir(tmp_path, "cut")
         (state,) = (path / "checkpoints").glob("cma_state-*.npz")
         state.write_bytes(payload(marker))

@@ -430,9 +430,9 @@ def resume(
             raise ConfigError(f"{path} has already finished; nothing to resume")
         # The checkpoint is read before anything is written: a refused one (pickled,
         # tampered, another model's) leaves the folder as it was, status.json included.
-        trainer = get_trainer(handle.config.algo)
-        if hasattr(trainer, "check_resume"):
-            trainer.check_resume(handle.path, handle.config)
+        check = getattr(get_trainer(handle.config.algo), "check_resume", None)
+        if check is not None:
+            check(handle.path, handle.config)
         if lock.stale is not None:
             print(
                 f"{handle.path}: taking over the stale lock of process {lock.stale.get('pid')}, "

@@ -370,7 +370,8 @@ class CMAESZooTrainer:
 
     def check_resume(self, path: Path, run: RunConfig) -> None:
         """Read the checkpoint and ``evaluations.json`` as :meth:`train` will resume them,
-        writing nothing, so that a refused one leaves the run folder as it was."""
+        writing nothing, so that a refused one leaves the run folder as it was. (Subclasses
+        with their own ``train`` and checkpoint set their own, or None.)"""
         ckpt = Path(path) / "checkpoints"
         if not (ckpt / "trainer.json").exists():
             return  # a resume from generation 0
