@@ -577,7 +577,7 @@ class Prober:
         body = {  # MountainCar: every evaluation episode is 200 steps, so it takes seconds
             **DQN, "env": "MountainCar-v0", "n_timesteps": 320, "learning_starts": 50,
             "buffer_size": 1000, "save_freq": 100,
-            "eval": {"freq": 300, "n_episodes": 20, "final_episodes": 1},
+            "eval": {"freq": 300, "n_episodes": 30, "final_episodes": 1},
         }  # fmt: skip
         config = self.config("slow", body)
         run = config.parent / "run"

@@ -19,17 +19,15 @@ class TrainProcess:
 
     Args:
         args: the ``train`` arguments.
-        preexec_fn: run in the child before it starts (signal settings, limits).
     """
 
-    def __init__(self, args: Sequence[str], preexec_fn: object = None) -> None:
+    def __init__(self, args: Sequence[str]) -> None:
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "zoo.cli", "train", *args, "--progress-every", "1e-9"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
-            preexec_fn=preexec_fn,  # type: ignore[arg-type]
         )
         self.out = b""
         self.err = b""
