@@ -294,7 +294,7 @@ def test_keyboard_interrupt_exits_130(
 
     monkeypatch.setattr(zoo, "train_all", interrupted)
     assert main(["train", "doorkey", "--budget", "smoke", "--no-progress"]) == 130
-    assert "--resume" in capsys.readouterr().err
+    assert "nothing to resume" in capsys.readouterr().err  # no run folder was made
 
 
 # --- the console script -----------------------------------------------------------------------
@@ -465,3 +465,53 @@ def test_run_arguments_name_folders_experiments_and_latest(
     (tmp_path / "empty").mkdir()
     with pytest.raises(zoo.ConfigError, match="holds none"):
         zoo.cli.resolve_run(tmp_path / "empty")
+
+
+# --- signals at the edges of a run -----------------------------------------------------------
+
+
+def test_sigterm_before_any_run_folder_claims_no_checkpoint(tmp_path: Path) -> None:
+    """SIGTERM as the plan line appears (imports and the dry build still to come): no run
+    folder exists, and the message must not send the user to --resume one."""
+    import signal
+
+    from _train_process import TrainProcess
+
+    root = tmp_path / "runs"
+    job = TrainProcess([str(write_config(tmp_path, "cartpole", CARTPOLE)), "--root", str(root)])
+    job.wait_for_line("budget full, 1 run of 64 steps")
+    job.signal(signal.SIGTERM)
+    code, err = job.finish()
+    assert code == 130, err
+    assert not list(root.rglob("config.yml")), "the SIGTERM came after the run started"
+    assert "nothing to resume" in err
+    assert "checkpoint was saved" not in err and "--resume" not in err
+
+
+def test_a_second_ctrl_c_while_a_cmaes_run_exits_keeps_exit_130(tmp_path: Path) -> None:
+    """The first SIGINT stops the run at once (its checkpoints are per generation); the second
+    comes while the process shuts down, when Python has put back the default SIGINT action:
+    it used to end the process by the signal (exit -2)."""
+    import signal
+    import time
+
+    from _train_process import TrainProcess
+
+    body = {
+        "algo": "cmaes",
+        "env": "attn_envs/CartPoleSwingUpHarder-v0",
+        "policy": "fnn",
+        "n_generations": 1000,
+        "population": 8,
+        "repeats": 1,
+        "max_episode_steps": 50,
+    }
+    job = TrainProcess([str(write_config(tmp_path, "es", body)), "--root", str(tmp_path)])
+    job.wait_for_step(2)  # "[es] 2/1,000 generations"
+    job.signal(signal.SIGINT)
+    job.wait_for_line("interrupted: a checkpoint was saved", stream="err")
+    time.sleep(0.02)  # into the shutdown
+    job.signal(signal.SIGINT)
+    code, err = job.finish()
+    assert code == 130, err
+    assert "Traceback" not in err

@@ -138,10 +138,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 runs = zoo.train_all(args.name, **kwargs)
     except KeyboardInterrupt:
         folder = _train_folder(args)
-        where = shlex.quote(str(folder)) if folder else "RUN_FOLDER"
+        if folder is None or not (folder / "config.yml").is_file():  # stopped before a run began
+            print("\ninterrupted before a run folder was made; nothing to resume", file=sys.stderr)
+            return 130
         print(
             f"\ninterrupted: a checkpoint was saved; continue with "
-            f"`attn-zoo train --resume {where}`",
+            f"`attn-zoo train --resume {shlex.quote(str(folder))}`",
             file=sys.stderr,
         )
         return 130
@@ -512,6 +514,7 @@ def _internal_error(err: BaseException, args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    program = argv is None  # the program itself, not a caller in Python
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
@@ -533,6 +536,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_gone(args)
     except Exception as err:
         return _internal_error(err, args)
+    finally:
+        if program:  # its exit status is decided
+            _ignore_interrupts()
+
+
+def _ignore_interrupts() -> None:
+    """Ignore SIGINT and SIGTERM from now on: the interpreter's shutdown takes a while
+    (torch's finalisers) and restores the default handlers, so a second Ctrl-C then would
+    kill the process by the signal (exit -2) instead of the status the command returned
+    (130 for the first one)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _stdout_reader_gone() -> bool:

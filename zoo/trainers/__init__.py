@@ -7,6 +7,8 @@ A trainer is an object with
 - optionally ``check_trusted(run, trusted)``: refuse, before training, a pickled file the run
   would load that the caller did not name in ``trusted`` (``--trust-teacher``);
 - ``train(run, run_dir, callbacks, progress_bar, resume)``: train into the run folder;
+- optionally ``check_resume(run_dir, run)``: read the checkpoint a resume continues from,
+  writing nothing (a refused one leaves the folder as it was);
 - ``load(run_dir, run, which)``: the trained model;
 - ``evaluate(run_dir, run, n_episodes, which, seed)``: a results dict for ``eval.json``.
 """
