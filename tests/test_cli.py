@@ -304,6 +304,24 @@ def test_robustness_writes_tables_and_refuses_what_the_env_cannot_take(
     assert sorted(p.name for p in image.iterdir()) == ["config.yml"]
 
 
+def test_robustness_takes_latest_names_rows_by_folder_and_spares_tracked_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from _zoo import git_changes, tracked_copy
+
+    folder = zoo.train(write_config(tmp_path, "cartpole", CARTPOLE), root=tmp_path).path
+    repo = tmp_path / "repo"
+    tracked_copy(folder, repo, "results/cartpole_pi/pi")
+    monkeypatch.chdir(repo)
+    argv = ["robustness", "results/cartpole_pi/latest", "--sweep", "shuffle", "--episodes", "1"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "\n| pi | " in printed  # the folder's name, not the config's (cartpole)
+    out = Path("runs/results/cartpole_pi/pi/robustness")
+    assert printed.splitlines()[-1] == str(out / "shuffle.png") and (out / "shuffle.md").is_file()
+    assert git_changes(repo) == ""
+
+
 def test_train_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write_config(tmp_path, "cartpole", CARTPOLE)
     with pytest.raises(KeyboardInterrupt):

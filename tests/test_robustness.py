@@ -101,18 +101,20 @@ def test_fixed_order_agent_breaks_when_shuffled_and_cannot_take_extra_inputs(
 
 def test_reshuffle_rows_and_the_files(pi_run: zoo.Run, fnn_run: zoo.Run, tmp_path: Path) -> None:
     rows = run_sweep([pi_run, fnn_run], "reshuffle=5,10", n_episodes=3)
+    pi, fnn = robustness.run_labels([pi_run.path, fnn_run.path])  # the folders' names
+    assert pi.endswith(pi_run.path.name) and fnn.endswith(fnn_run.path.name)
     assert [(r["experiment"], r["value"]) for r in rows] == [
-        ("cartpole_pi", 5),
-        ("cartpole_pi", 10),
-        ("cartpole_fnn", 5),
-        ("cartpole_fnn", 10),
+        (pi, 5),
+        (pi, 10),
+        (fnn, 5),
+        (fnn, 10),
     ]
     csv_file, md_file, png = write_table(rows, "reshuffle", tmp_path)
     with csv_file.open() as fh:
         assert len(list(csv.DictReader(fh))) == 4
     table = md_file.read_text().splitlines()
     assert table[0] == "| agent | reshuffle every 5 | reshuffle every 10 |"
-    assert table[2].startswith("| cartpole_pi | ") and "±" in table[2]
+    assert table[2].startswith(f"| {pi} | ") and "±" in table[2]
     assert png.stat().st_size > 5000
 
 
@@ -173,6 +175,16 @@ def test_occlusion_heat_map_from_two_runs(tmp_path: Path) -> None:
     assert png.stat().st_size > 5000
     pixels = plt.imread(png)
     assert pixels.std() > 0.05  # a drawn heat map, not a blank canvas
+
+
+def test_rows_are_named_by_run_folder(pi_run: zoo.Run, tmp_path: Path) -> None:
+    # results/cartpole_pi/pi is "pi", not its config's name; same names get their parents
+    copies = [tmp_path / "results" / "cartpole_pi" / "pi", tmp_path / "old" / "cartpole_pi" / "pi"]
+    for copy in copies:
+        shutil.copytree(pi_run.path, copy)
+    rows = run_sweep(copies[:1], "shuffle", n_episodes=1)
+    assert {r["experiment"] for r in rows} == {"pi"}
+    assert robustness.run_labels(copies) == ["results/cartpole_pi/pi", "old/cartpole_pi/pi"]
 
 
 def test_regression_sweep(pi_run: zoo.Run) -> None:

@@ -370,15 +370,17 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _cmd_robustness(args: argparse.Namespace) -> int:
+    from zoo.outputs import output_folder
     from zoo.robustness import check_sweep, markdown, robustness_sweep
 
     rescale = not args.no_rescale
+    runs = [resolve_run(run) for run in args.runs]  # RUN/latest as evaluate takes it
     # every spec against every run's env before the first episode
-    sweeps = [check_sweep(args.runs, spec, rescale) for spec in args.sweep]
-    out = Path(args.out) if args.out else Path(args.runs[0]) / "robustness"
+    sweeps = [check_sweep(runs, spec, rescale) for spec in args.sweep]
+    out = Path(args.out) if args.out else output_folder(runs[0]) / "robustness"
     for sweep in sweeps:
         rows = robustness_sweep(
-            args.runs,
+            runs,
             sweep,
             n_episodes=args.episodes,
             seed=args.seed,
@@ -411,6 +413,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 RUN_HELP = "run folder, or an experiment folder / FOLDER/latest for its latest run"
+OUT_NOTE = (
+    "the run folder; for a run folder under version control (git tracks files in it, e.g. "
+    "results/...) runs/<its path in the repository> under the current directory instead"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -499,7 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("record", help="record a video, with attention where the model has one")
     p.add_argument("run", help=RUN_HELP)
-    p.add_argument("--out", help="video file (default RUN/video.mp4)")
+    p.add_argument("--out", help=f"video file (default video.mp4 in {OUT_NOTE})")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--which", default="best", choices=["best", "last"])
     p.add_argument("--seed", type=int, default=0)
@@ -513,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_plot)
 
     p = sub.add_parser("robustness", help="test a trained run under perturbations (tables)")
-    p.add_argument("runs", nargs="+", help="run folders (several: one row each)")
+    p.add_argument("runs", nargs="+", help=f"{RUN_HELP} (several: one row each, named by folder)")
     p.add_argument(
         "--sweep",
         action="append",
@@ -524,7 +530,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, help="episodes per cell (default eval.final_episodes)")
     p.add_argument("--seed", type=int, help="test seed (default eval.test_seed)")
     p.add_argument("--which", default="best", choices=["best", "last"])
-    p.add_argument("--out", help="folder for the tables (default RUN/robustness)")
+    p.add_argument(
+        "--out", help=f"folder for the tables (default robustness/ in {OUT_NOTE}; first RUN)"
+    )
     p.add_argument(
         "--fresh",
         action="store_true",
@@ -535,7 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("maps", help="attention figures of a trained run")
     p.add_argument("run", help=RUN_HELP)
-    p.add_argument("--out", help="folder for the PNGs (default: the run folder)")
+    p.add_argument("--out", help=f"folder for the PNGs (default {OUT_NOTE})")
     p.add_argument("--which", default="best", choices=["best", "last"])
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_maps)

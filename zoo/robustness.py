@@ -56,6 +56,7 @@ import numpy as np
 from attn_policies.atomic import atomic_write
 from zoo import factory
 from zoo.config import ConfigError, RunConfig, nearest, require_int
+from zoo.outputs import output_folder
 from zoo.robustness_tables import markdown, write_table
 from zoo.runs import Run, load
 from zoo.trainers import get_trainer
@@ -67,6 +68,7 @@ __all__ = [
     "markdown",
     "parse_sweep",
     "robustness_sweep",
+    "run_labels",
     "run_sweep",
     "train_ratio",
     "write_table",
@@ -276,6 +278,25 @@ def _label(run: RunConfig) -> str:
     return f"{run.experiment}/{run.tag}" if run.tag else run.experiment
 
 
+def run_labels(paths: Sequence[Path]) -> list[str]:
+    """Table row names: each run folder's name (``results/cartpole_pi/pi`` is ``pi``),
+    with as many parent folders as make the names distinct.
+
+    Example:
+        >>> run_labels([Path("a/x/pi"), Path("b/x/pi"), Path("c/fnn")])
+        ['a/x/pi', 'b/x/pi', 'fnn']
+    """
+    parts = [Path(p).resolve().parts for p in paths]
+    labels = []
+    for mine in parts:
+        for depth in range(1, len(mine) + 1):
+            label = mine[-depth:]
+            if sum(other[-depth:] == label for other in parts) == 1 or depth == len(mine):
+                break
+        labels.append("/".join(label))
+    return labels
+
+
 def _check_env(run: RunConfig, condition: Condition, rescale: bool) -> None:
     """Build one env of the condition (no agent): a wrapper that cannot take it raises."""
     changed, wrappers, _ = _prepare(run, condition, rescale)
@@ -343,7 +364,8 @@ def run_sweep(
         fresh: play every cell even where ``cache`` holds it (and replace it there).
 
     Returns:
-        Rows with ``run``, ``experiment``, ``condition``, ``value``, ``train_ratio``,
+        Rows with ``run``, ``experiment`` (the table row's name: the run folder's name,
+        :func:`run_labels`), ``condition``, ``value``, ``train_ratio``,
         ``mean_reward``, ``std_reward``, ``n_episodes`` and ``note`` (why a cell is n/a, or
         the test-time policy setting used); ``regression`` rows hold ``r2`` instead.
 
@@ -355,9 +377,8 @@ def run_sweep(
     handles = _handles(runs)
     sweep = check_sweep(handles, sweep, rescale)
     rows: list[dict[str, Any]] = []
-    for handle in handles:
+    for handle, label in zip(handles, run_labels([h.path for h in handles]), strict=True):
         run = handle.config
-        label = _label(run)
         if sweep.name == "regression":
             from zoo.analysis import input_regression
 
@@ -483,14 +504,16 @@ def robustness_sweep(
 
     Args:
         runs, sweep, n_episodes, seed, which, rescale, fresh: as in :func:`run_sweep`.
-        out: folder for the tables; default ``<first run>/robustness``.
+        out: folder for the tables; default ``robustness`` in the first run's
+            :func:`zoo.outputs.output_folder` (the run folder, or ``runs/...`` for a run
+            under version control).
 
     Returns:
         The rows of :func:`run_sweep`.
     """
     handles = _handles(runs)
     sweep = parse_sweep(sweep) if isinstance(sweep, str) else sweep
-    folder = Path(out) if out else handles[0].path / "robustness"
+    folder = Path(out) if out else output_folder(handles[0].path) / "robustness"
     rows = run_sweep(
         handles, sweep, n_episodes, seed, which, rescale, cache=folder / "cells", fresh=fresh
     )
