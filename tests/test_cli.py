@@ -322,6 +322,20 @@ def test_robustness_takes_latest_names_rows_by_folder_and_spares_tracked_runs(
     assert git_changes(repo) == ""
 
 
+def test_a_cell_the_agent_cannot_play_is_not_exit_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An MLP over CartPole's 4 inputs cannot take 2 of them: the table says n/a, and so do
+    # the exit status and stderr, with the whole first line of the reason.
+    folder = zoo.train(write_config(tmp_path, "cartpole", CARTPOLE), root=tmp_path).path
+    argv = ["robustness", str(folder), "--sweep", "occlusion=0,0.5", "--episodes", "1"]
+    assert main([*argv, "--out", str(tmp_path / "tables")]) == 1
+    captured = capsys.readouterr()
+    assert "| n/a |" in captured.out
+    assert captured.err.startswith("attn-zoo: 1 of 2 cells could not be played: ")
+    assert "occlusion 0.5: n/a: " in captured.err and len(captured.err.splitlines()) == 1
+
+
 def test_train_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write_config(tmp_path, "cartpole", CARTPOLE)
     with pytest.raises(KeyboardInterrupt):

@@ -371,13 +371,15 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 def _cmd_robustness(args: argparse.Namespace) -> int:
     from zoo.outputs import output_folder
-    from zoo.robustness import check_sweep, markdown, robustness_sweep
+    from zoo.robustness import check_sweep, markdown, not_played, robustness_sweep
 
     rescale = not args.no_rescale
     runs = [resolve_run(run) for run in args.runs]  # RUN/latest as evaluate takes it
     # every spec against every run's env before the first episode
     sweeps = [check_sweep(runs, spec, rescale) for spec in args.sweep]
     out = Path(args.out) if args.out else output_folder(runs[0]) / "robustness"
+    failed: list[tuple[str, dict]] = []
+    cells = 0
     for sweep in sweeps:
         rows = robustness_sweep(
             runs,
@@ -392,6 +394,15 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
         print(markdown(rows))
         for suffix in ("csv", "md", "png"):
             print(out / f"{sweep.name}.{suffix}")
+        failed += [(sweep.name, row) for row in not_played(rows)]
+        cells += len(rows)
+    if failed:  # the tables say n/a; the exit status says it too
+        first = "; ".join(f"{r['experiment']}, {r['condition']}: {r['note']}" for _, r in failed)
+        print(
+            f"attn-zoo: {len(failed)} of {cells} cells could not be played: {first}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -518,7 +529,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--x", default="steps", choices=["steps", "time"])
     p.set_defaults(func=_cmd_plot)
 
-    p = sub.add_parser("robustness", help="test a trained run under perturbations (tables)")
+    p = sub.add_parser(
+        "robustness",
+        help="test a trained run under perturbations (tables)",
+        description="Test trained runs under perturbations: one table per --sweep. Exit "
+        "status 1 when a cell could not be played (the agent cannot take the condition: "
+        "n/a in the table, the reason in its notes and on stderr).",
+    )
     p.add_argument("runs", nargs="+", help=f"{RUN_HELP} (several: one row each, named by folder)")
     p.add_argument(
         "--sweep",
