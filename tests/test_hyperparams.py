@@ -36,8 +36,9 @@ def rl_zoo3_train(tmp_path: Path, algo: str, env: str, steps: int) -> Path:
 
 
 # One short `-optimize` trial per file, as docs/rl_zoo3.md runs it: rl-zoo3's random sampler
-# (seeded), no pruner, one evaluation of one episode, one env. rl-zoo3 builds the evaluation
-# env without the file's env_kwargs, so they are given again with --eval-env-kwargs.
+# (seeded; PPO's seed 2 draws a 32-step rollout, seed 0 a 1024-step one), no pruner, one
+# evaluation of one episode, one env. rl-zoo3 builds the evaluation env without the file's
+# env_kwargs, so they are given again with --eval-env-kwargs.
 OPTIMIZE = {
     "a2c": ("ALE/Pong-v5", "NonLocalNatureCNN",
             ["frameskip:1", "repeat_action_probability:0.0", "full_action_space:False"]),
@@ -55,7 +56,7 @@ def rl_zoo3_optimize(tmp_path: Path, algo: str) -> tuple[subprocess.CompletedPro
            "-optimize", "--n-trials", "1", "--n-jobs", "1", "--sampler", "random",
            "--pruner", "none", "--n-evaluations", "1", "--eval-episodes", "1", "-n", "64",
            "-params", "n_envs:1", "-f", "logs", "--optimization-log-path", "logs/trials",
-           "--seed", "0", "--no-optim-plots"]  # fmt: skip
+           "--seed", "2" if algo == "ppo" else "0", "--no-optim-plots"]  # fmt: skip
     if eval_kwargs:
         cmd += ["--eval-env-kwargs", *eval_kwargs]
     tmp_path.mkdir(parents=True, exist_ok=True)
