@@ -538,6 +538,178 @@ class Prober:
 
         self.record("disk", "checkpoint write fails (file-size limit)", check)
 
+    # -- issue 46, items 1-4: no code from an attribute path, a teacher pickle or an import ------
+
+    def code_paths(self) -> None:
+        """The ES classmethod loader (config, --set, --ray, a shared run folder), pickled BC
+        teachers and statistics, and modules a config names (``this``, ``venv.__main__``, a
+        module on PYTHONPATH whose top-level code writes a marker)."""
+        loader = "stable_baselines3.common.policies:BasePolicy.load"
+
+        def marker() -> Path:
+            return self.work / f"m-{random.getrandbits(32)}"
+
+        def refused(proc: Any, mark: Path, *absent: Path) -> tuple[bool, str]:
+            ok, detail = self.one_line_exit_2(proc)
+            gone = not mark.exists() and not any(p.exists() for p in absent)
+            return ok and gone, detail + ("" if gone else "; marker or folder written!")
+
+        es_body = {
+            **CMAES, "n_generations": 2, "population": 4, "repeats": 1, "max_episode_steps": 5,
+            "eval": {"freq": 0, "final_episodes": 2},
+        }  # fmt: skip
+
+        def es_loader(how: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                mark = marker()
+                evil = self.work / f"evil-{random.getrandbits(32)}.pt"
+                evil.write_bytes(payload(mark))
+                body = dict(es_body)
+                if how == "config":
+                    body.update(policy=loader, policy_kwargs={"path": str(evil)})
+                config = self.config("evil", body)
+                root = config.parent / "runs"
+                args = ["train", str(config), "--root", str(root), "--no-progress"]
+                if how != "config":
+                    args += ["--set", f"policy={loader}", f"policy_kwargs.path={evil}"]
+                if how == "--ray":
+                    args.append("--ray")
+                return refused(self.cli(*args), mark, root)
+
+            return check
+
+        for how in ("config", "--set", "--ray"):
+            self.record("code (46)", f"ES policy BasePolicy.load via {how}", es_loader(how))
+
+        es_cfg = self.config("es", es_body)
+        trained_es = self.cli("train", str(es_cfg), "--root", str(es_cfg.parent / "runs"))
+        if trained_es.returncode != 0:
+            self.record("code (46)", "train the ES run", lambda: (False, trained_es.stderr[-300:]))
+            return
+        (es_run,) = (es_cfg.parent / "runs" / "es").iterdir()
+
+        def shared_folder(*args: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run, mark = Path(tempfile.mkdtemp(dir=self.work)) / "run", marker()
+                shutil.copytree(es_run, run)
+                (run / "best_model.pt").write_bytes(payload(mark))
+                config = yaml.safe_load((run / "config.yml").read_text())
+                next(iter(config.values())).update(
+                    policy=loader, policy_kwargs={"path": str(run / "best_model.pt")}
+                )
+                (run / "config.yml").write_text(yaml.safe_dump(config))
+                status = json.loads((run / "status.json").read_text())
+                (run / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+                before = (run / "status.json").read_text()
+                ok, detail = refused(self.cli(*args, str(run)), mark)
+                same = (run / "status.json").read_text() == before
+                return ok and same, detail + ("" if same else "; status.json rewritten")
+
+            return check
+
+        for args in (("evaluate",), ("maps",), ("train", "--resume")):
+            name = f"shared ES run folder loading its own best_model.pt: {' '.join(args)}"
+            self.record("code (46)", name, shared_folder(*args))
+
+        ppo_cfg = self.config("cart", PPO)
+        trained_ppo = self.cli("train", str(ppo_cfg), "--root", str(ppo_cfg.parent / "runs"))
+        if trained_ppo.returncode != 0:
+            self.record(
+                "code (46)", "train the PPO run", lambda: (False, trained_ppo.stderr[-300:])
+            )
+            return
+        (ppo,) = (ppo_cfg.parent / "runs" / "cart").iterdir()
+        bc_body = {
+            "algo": "bc", "env": "CartPole-v1", "teacher_algo": "ppo", "n_timesteps": 64,
+            "policy_kwargs": {"net_arch": [8]}, "epochs": 1, "batch_size": 32,
+            "eval": {"freq": 0, "final_episodes": 2},
+        }  # fmt: skip
+
+        def teacher_zip() -> tuple[bool, str]:
+            mark, teacher = marker(), self.work / f"teacher-{random.getrandbits(32)}.zip"
+            shutil.copy(ppo / "model.zip", teacher)
+            with zipfile.ZipFile(teacher) as archive:
+                entries = {n: archive.read(n) for n in archive.namelist()}
+            data = json.loads(entries["data"])
+            data["policy_class"][":serialized:"] = base64.b64encode(payload(mark)).decode()
+            entries["data"] = json.dumps(data).encode()
+            with zipfile.ZipFile(teacher, "w") as archive:
+                for n, content in entries.items():
+                    archive.writestr(n, content)
+            config = self.config("bc", {**bc_body, "teacher": str(teacher)})
+            root = config.parent / "runs"
+            return refused(self.cli("train", str(config), "--root", str(root)), mark, root)
+
+        self.record(
+            "code (46)", "BC teacher: poisoned SB3 .zip without --trust-teacher", teacher_zip
+        )
+
+        def teacher_stats() -> tuple[bool, str]:
+            mark, stats = marker(), self.work / f"vecnormalize-{random.getrandbits(32)}.pkl"
+            stats.write_bytes(payload(mark))
+            body = {
+                **bc_body,
+                "teacher": str(ppo / "model.zip"),
+                "teacher_vecnormalize": str(stats),
+            }
+            config = self.config("bc", body)
+            root = config.parent / "runs"
+            trust = ("--trust-teacher", str(ppo / "model.zip"))  # the .zip only
+            return refused(self.cli("train", str(config), "--root", str(root), *trust), mark, root)
+
+        self.record("code (46)", "BC teacher_vecnormalize: a pickle, .zip trusted", teacher_stats)
+
+        def side_effect_module(env: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                config = self.config("evil", {**PPO, "env": env})
+                before = set(config.parent.iterdir())
+                proc = subprocess.run(
+                    [sys.executable, "-m", "zoo.cli", "train", config.name, "--no-progress"],
+                    capture_output=True, text=True, env=self.env, timeout=600, cwd=config.parent,
+                )  # fmt: skip
+                ok, detail = self.one_line_exit_2(proc)
+                quiet = not proc.stdout.strip() and set(config.parent.iterdir()) == before
+                return ok and quiet, detail + ("" if quiet else "; output or files appeared!")
+
+            return check
+
+        for env in ("venv.__main__:CartPole-v1", "this:CartPole-v1"):
+            self.record("code (46)", f"env {env}", side_effect_module(env))
+
+        def module_on_path(change: dict[str, Any], allow: bool) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                mark, name = marker(), f"evil46_{random.getrandbits(32)}"
+                folder = Path(tempfile.mkdtemp(dir=self.work))
+                (folder / f"{name}.py").write_text(
+                    f"import pathlib\npathlib.Path({str(mark)!r}).touch()\n"
+                    "import gymnasium\nclass Wrap(gymnasium.Wrapper):\n    pass\n"
+                )
+                text = json.dumps({**PPO, **change}).replace("@", name)
+                config = self.config("evil", json.loads(text))
+                root = config.parent / "runs"
+                args = ["train", str(config), "--root", str(root), "--no-progress"]
+                path = os.pathsep.join(filter(None, [str(folder), self.env.get("PYTHONPATH")]))
+                proc = subprocess.run(
+                    [sys.executable, "-m", "zoo.cli", *args, *(["--allow-import", name] * allow)],
+                    capture_output=True, text=True, timeout=600,
+                    env={**self.env, "PYTHONPATH": path},
+                )  # fmt: skip
+                if allow:  # the person running named it: imported (the marker), trained
+                    return proc.returncode == 0 and mark.exists(), f"exit {proc.returncode}"
+                return refused(proc, mark, root)
+
+            return check
+
+        for label, change in (("env @:CartPole-v1", {"env": "@:CartPole-v1"}),
+                              ("env_wrapper @:Wrap", {"env_wrapper": ["@:Wrap"]})):  # fmt: skip
+            self.record(
+                "code (46)", f"module on PYTHONPATH, {label}", module_on_path(change, False)
+            )
+        self.record(
+            "code (46)", "module on PYTHONPATH with --allow-import: imported",
+            module_on_path({"env": "@:CartPole-v1"}, True),
+        )  # fmt: skip
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -555,6 +727,7 @@ def main() -> int:
         "kills": lambda: prober.kills(args.trials),
         "concurrency": prober.concurrency,
         "disk": prober.disk_full,
+        "code46": prober.code_paths,
     }
     start = time.perf_counter()
     try:

@@ -201,7 +201,7 @@ def _train(args: argparse.Namespace) -> int:
             _resolve_existing(Path(args.resume))
             handle = zoo.load(args.resume)
             _plan(f"resuming {handle.path}", [handle.config], True, True)
-            runs = [zoo.resume(args.resume, progress_bar=bar)]
+            runs = [zoo.resume(args.resume, progress_bar=bar, trust_teacher=args.trust_teacher)]
         else:
             if not args.name:
                 raise ConfigError("train needs an experiment NAME or PATH (or --resume RUN)")
@@ -216,6 +216,7 @@ def _train(args: argparse.Namespace) -> int:
                 root=args.root,
                 progress_bar=bar,
                 command=command,
+                trust_teacher=args.trust_teacher,
             )
             if args.ray is not None:  # every cell a Ray task (zoo.ray_grid)
                 if args.run_dir:
@@ -369,6 +370,16 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from zoo.report import report
+
+    result = report(args.experiment, args.folders, out=args.out, plot=not args.no_plot)
+    print(result.table)
+    for path in result.written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def _cmd_robustness(args: argparse.Namespace) -> int:
     from zoo.outputs import output_folder
     from zoo.robustness import check_sweep, markdown, not_played, robustness_sweep
@@ -497,6 +508,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also plot the curves and attention figures into each run folder",
     )
+    p.add_argument(
+        "--trust-teacher",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="load this pickled BC teacher file (an SB3 .zip, a VecNormalize .pkl): "
+        "unpickling runs its code, so only if you trust it (repeatable)",
+    )
     p.set_defaults(func=_cmd_train)
 
     p = sub.add_parser("evaluate", help="evaluate a trained run on its test episodes")
@@ -528,6 +547,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="PNG path (default: curves.png in the first run folder)")
     p.add_argument("--x", default="steps", choices=["steps", "time"])
     p.set_defaults(func=_cmd_plot)
+
+    p = sub.add_parser("report", help="summary table and curves of an experiment E1-E8")
+    p.add_argument("experiment", help="E1 ... E8 or its name (mnist, doorkey, ...)")
+    p.add_argument("folders", nargs="*", help="run folders, one row each (default: results/)")
+    p.add_argument("--out", help="output folder (default results/<experiment>/report)")
+    p.add_argument("--no-plot", action="store_true", help="the table only, no curves")
+    p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser(
         "robustness",
@@ -572,6 +598,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run folder to write (default runs/<experiment>/imported-<time>)")
     p.add_argument("--root", default="runs", help="where the default run folder goes")
     p.set_defaults(func=_cmd_import)
+    for p in sub.choices.values():
+        p.add_argument(
+            "--allow-import",
+            action="append",
+            default=[],
+            metavar="PKG",
+            help="let configs import this package too (its code runs; repeatable)",
+        )
     return parser
 
 
@@ -612,6 +646,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = argv
     try:
+        if args.allow_import:  # the person running says so; a config never can
+            from zoo.registry import allow_imports
+
+            allow_imports(args.allow_import)
         return int(args.func(args) or 0)
     except USER_ERRORS as err:
         print(f"attn-zoo: error: {_one_line(err)}", file=sys.stderr)

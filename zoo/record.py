@@ -195,11 +195,13 @@ def as_agent(model: Any, run: Any) -> Any:
     (with the run's ``action_fn``); SB3 models and BC students already have one."""
     if hasattr(model, "predict") or not isinstance(model, nn.Module):
         return model
-    from attn_policies.catalog import import_object
+    from zoo.registry import resolve_function
     from zoo.trainers.cmaes_trainer import run_spaces
 
     action_fn = run.body.get("action_fn")
-    return PolicyAgent(model, run_spaces(run)[1], import_object(action_fn) if action_fn else None)
+    return PolicyAgent(
+        model, run_spaces(run)[1], resolve_function(action_fn, "action_fn") if action_fn else None
+    )
 
 
 def policy_module(model: Any) -> nn.Module:

@@ -53,10 +53,12 @@ def read_json(path: Path) -> Any:
 
 @dataclass
 class Run:
-    """A run folder and its resolved config."""
+    """A run folder and its resolved config; ``trusted``: the pickled files the caller named
+    (``trust_teacher``, the CLI's ``--trust-teacher``), never read from the folder."""
 
     path: Path
     config: RunConfig
+    trusted: tuple[Path, ...] = ()
 
     @property
     def status(self) -> dict[str, Any]:
@@ -193,6 +195,15 @@ def new_run_dir(run: RunConfig, root: str | Path = "runs") -> Path:
     raise AssertionError("unreachable")
 
 
+def check_trusted(run: RunConfig, trusted: Sequence[str | Path]) -> tuple[Path, ...]:
+    """``trusted`` as paths, after the trainer's check that every pickled file the run would
+    load is among them (BC teachers), before anything is loaded or written."""
+    check = getattr(get_trainer(run.algo), "check_trusted", None)
+    if check is not None:
+        check(run, trusted)
+    return tuple(Path(t) for t in trusted)
+
+
 def _resolve_runs(
     experiment: str | Path | RunConfig,
     budget: str,
@@ -213,6 +224,7 @@ def train_all(
     callbacks: Sequence[Any] = (),
     progress_bar: bool = False,
     command: str | None = None,
+    trust_teacher: Sequence[str | Path] = (),
 ) -> list[Run]:
     """Train every matrix cell of an experiment, one after the other.
 
@@ -220,9 +232,13 @@ def train_all(
     folder is created. Arguments as for :func:`train`.
     """
     runs = _resolve_runs(experiment, budget, overrides, seed)
+    trusted = [check_trusted(run, trust_teacher) for run in runs]
     for run in runs:
         get_trainer(run.algo).probe(run)
-    return [_train_one(run, root, callbacks, progress_bar, command) for run in runs]
+    return [
+        _train_one(run, root, callbacks, progress_bar, command, trusted=files)
+        for run, files in zip(runs, trusted, strict=True)
+    ]
 
 
 def train(
@@ -235,6 +251,7 @@ def train(
     progress_bar: bool = False,
     command: str | None = None,
     run_dir: str | Path | None = None,
+    trust_teacher: Sequence[str | Path] = (),
 ) -> Run:
     """Train one run and return it (its folder, config, models and ``eval.json``).
 
@@ -249,6 +266,9 @@ def train(
         command: recorded in ``command.txt`` (default: this process's command line).
         run_dir: the run folder itself instead of ``root/<experiment>/<seed>-<time>``; it
             must not exist or be empty.
+        trust_teacher: pickled files a BC run may load (its SB3 ``.zip`` teacher, a
+            ``VecNormalize`` pickle): unpickling runs their code, so only the caller names
+            them, never a config (``attn-zoo train --trust-teacher FILE``).
 
     Raises:
         ConfigError: invalid config, or a matrix with several cells (use :func:`train_all`).
@@ -263,8 +283,9 @@ def train(
         )
     if run_dir is not None and Path(run_dir).exists() and any(Path(run_dir).iterdir()):
         raise ConfigError(f"run folder {run_dir} exists and is not empty")
+    trusted = check_trusted(runs[0], trust_teacher)
     get_trainer(runs[0].algo).probe(runs[0])
-    return _train_one(runs[0], root, callbacks, progress_bar, command, run_dir)
+    return _train_one(runs[0], root, callbacks, progress_bar, command, run_dir, trusted)
 
 
 def _train_one(
@@ -274,6 +295,7 @@ def _train_one(
     progress_bar: bool,
     command: str | None,
     run_dir: str | Path | None = None,
+    trusted: tuple[Path, ...] = (),
 ) -> Run:
     if run_dir is not None:
         path = Path(run_dir)
@@ -283,7 +305,7 @@ def _train_one(
     with RunLock(path) as lock:
         atomic_write(path / "config.yml", run.to_yaml())
         atomic_write(path / "command.txt", (command or shlex.join(sys.argv)) + "\n")
-        handle = Run(path, run)
+        handle = Run(path, run, trusted)
         handle.write_status(
             experiment=run.experiment, tag=run.tag, budget=run.budget, seed=run.seed
         )
@@ -364,12 +386,15 @@ def resume(
     path: str | Path,
     callbacks: Sequence[Any] = (),
     progress_bar: bool = False,
+    trust_teacher: Sequence[str | Path] = (),
 ) -> Run:
     """Continue an interrupted run from its last checkpoint up to its ``n_timesteps``.
 
     The resumed run ends at the same step count an uninterrupted one would.
+    ``trust_teacher`` as for :func:`train`.
     """
     handle = load(path)
+    handle.trusted = check_trusted(handle.config, trust_teacher)
     with RunLock(handle.path) as lock:  # refused while another process trains it
         if handle.status.get("state") == "finished":
             raise ConfigError(f"{path} has already finished; nothing to resume")

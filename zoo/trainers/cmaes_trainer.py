@@ -8,7 +8,7 @@ Keys besides the common ones::
                                       # e.g. {upright_share: 0.5} for E3's curriculum
     env_wrapper: []                   # gymnasium wrappers, as for SB3 runs
     train_env_wrapper: []             # more wrappers for fitness rollouts only (not tests)
-    policy: attention_neuron_cartpole # a name below or an import path ("module:Class.preset")
+    policy: attention_neuron_cartpole # a name below or an import path ("module:Class")
     policy_kwargs: {}                 # obs_dim / action_dim are filled in when accepted
     action_fn: null                   # import path mapping raw outputs (B, A) -> env actions
     n_generations: 1000
@@ -188,7 +188,7 @@ def policy_builder(run: RunConfig) -> Any:
     """The policy class or classmethod preset; anything but a torch module is refused
     before it is called (``policy: os:system`` never runs)."""
     try:
-        return resolve_module_builder(_policy_target(run), "policy")
+        return resolve_module_builder(_policy_target(run), "policy", ES_POLICIES.values())
     except ValueError as err:
         raise ConfigError(f"{run.name}: 'policy': {err}") from None
 

@@ -218,10 +218,18 @@ def normalizer(file: str | Path, run: Any) -> Any:
     settings (clip, epsilon), for code that steps a single env (maps, BC teachers)."""
     from zoo import factory
 
-    if run is None:  # a bare statistics file: SB3's default clip and epsilon
-        with np.load(file, allow_pickle=False) as npz:
-            mean, var = npz["obs//mean"], npz["obs//var"]
-        return lambda obs: np.clip((obs - mean) / np.sqrt(var + 1e-8), -10.0, 10.0).astype(
+    if run is None:  # a bare statistics file: its clip_obs and epsilon, else SB3's defaults
+        try:
+            with np.load(file, allow_pickle=False) as npz:
+                mean, var = npz["obs//mean"], npz["obs//var"]
+                clip = float(npz["clip_obs"]) if "clip_obs" in npz.files else 10.0
+                eps = float(npz["epsilon"]) if "epsilon" in npz.files else 1e-8
+        except Exception as err:  # not an npz, pickled arrays refused, a missing entry
+            raise ArtefactError(
+                f"{file}: not readable normalisation statistics (arrays obs//mean, obs//var; "
+                f"optional clip_obs, epsilon): {err}"
+            ) from None
+        return lambda obs: np.clip((obs - mean) / np.sqrt(var + eps), -clip, clip).astype(
             np.float32
         )  # as VecNormalize.normalize_obs
     with _global_rng_kept():  # building an env must not move the caller's random streams
