@@ -14,6 +14,7 @@ from zoo.config_checks import ConfigError
 from zoo.trainers import MODULES, SB3_ALGOS, get_episode_trainer, get_trainer
 from zoo.trainers.contract import (
     EpisodeTrainer,
+    ResumeChecker,
     Trainer,
     TrustChecker,
     register,
@@ -88,3 +89,8 @@ def test_only_trainers_of_acting_agents_replay_episodes() -> None:
 def test_the_bc_trainer_checks_trusted_files() -> None:
     assert isinstance(get_trainer("bc"), TrustChecker)
     assert not isinstance(get_trainer("cmaes"), TrustChecker)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "cmaes", "apg", "dagger"])
+def test_checkpointing_trainers_check_a_resume_before_writing(algo: str) -> None:
+    assert isinstance(get_trainer(algo), ResumeChecker)

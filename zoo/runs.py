@@ -7,7 +7,10 @@
 - ``status.json``: ``running`` / ``interrupted`` / ``failed`` (with the ``reason``) /
   ``finished``, steps done, wall time (rewritten every minute while training, so a run
   killed outright keeps the time it ran);
-- ``run.lock``: locked by the process training the run (a second ``resume`` is refused);
+- ``run.lock``: locked by the process training the run (a second ``resume`` is refused); a
+  start cut before the run could train (a full disk, Ctrl-C) removes what it wrote, and a
+  folder holding only an unheld ``run.lock`` (a start killed outright) is taken over by
+  ``--run-dir``;
 - ``checkpoints/``: the last checkpoint (model, replay buffer, normalisation statistics),
   written atomically;
 - ``metrics.csv``: every metric the trainer logs, one long table (:mod:`zoo.metrics`);
@@ -20,6 +23,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -147,14 +151,36 @@ class RunLock:
                 f"{self.file.parent} is in use by process {holder.get('pid', '?')} on "
                 f"{holder.get('host', '?')} (run.lock); wait for it to end"
             ) from None
-        previous = self._read(fd)
-        if previous.get("pid") not in (None, os.getpid()):
-            self.stale = previous  # its holder died without unlocking
-        os.ftruncate(fd, 0)
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
-        os.pwrite(fd, json.dumps(info).encode(), 0)
+        try:
+            previous = self._read(fd)
+            if previous.get("pid") not in (None, os.getpid()):
+                self.stale = previous  # its holder died without unlocking
+            os.ftruncate(fd, 0)
+            info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+            os.pwrite(fd, json.dumps(info).encode(), 0)
+        except BaseException:  # a full disk: the lock is not held
+            os.close(fd)
+            raise
         self.fd = fd
         return self
+
+    @staticmethod
+    def abandoned(path: str | Path) -> bool:
+        """Whether folder ``path`` holds nothing but a ``run.lock`` no live process holds:
+        what a start cut before its first file (a full disk, a kill) leaves."""
+        import fcntl
+
+        path = Path(path)
+        if [p.name for p in path.iterdir()] != ["run.lock"]:
+            return False
+        fd = os.open(path / "run.lock", os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # held: a start under way
+        finally:
+            os.close(fd)  # closing drops the test lock
+        return True
 
     @staticmethod
     def _read(fd: int) -> dict[str, Any]:
@@ -281,7 +307,12 @@ def train(
             f"{runs[0].experiment} expands into {len(runs)} runs ({cells}); pick one by "
             "setting its matrix axes (e.g. overrides={'game': 'Pong'}) or use train_all"
         )
-    if run_dir is not None and Path(run_dir).exists() and any(Path(run_dir).iterdir()):
+    if (
+        run_dir is not None
+        and Path(run_dir).exists()
+        and any(Path(run_dir).iterdir())
+        and not RunLock.abandoned(run_dir)  # a start cut before its first file: taken over
+    ):
         raise ConfigError(f"run folder {run_dir} exists and is not empty")
     trusted = check_trusted(runs[0], trust_teacher)
     get_trainer(runs[0].algo).probe(runs[0])
@@ -299,17 +330,38 @@ def _train_one(
 ) -> Run:
     if run_dir is not None:
         path = Path(run_dir)
+        created = not path.exists()
         path.mkdir(parents=True, exist_ok=True)
     else:
-        path = new_run_dir(run, root)
-    with RunLock(path) as lock:
+        path, created = new_run_dir(run, root), True
+    lock = RunLock(path)
+    handle = Run(path, run, trusted)
+    try:
+        lock.acquire()
         atomic_write(path / "config.yml", run.to_yaml())
         atomic_write(path / "command.txt", (command or shlex.join(sys.argv)) + "\n")
-        handle = Run(path, run, trusted)
         handle.write_status(
             experiment=run.experiment, tag=run.tag, budget=run.budget, seed=run.seed
         )
+    except RunLockedError:
+        raise  # another process is starting a run in this --run-dir: its files stay
+    except BaseException:
+        # Cut before it could train (a full disk, Ctrl-C): no half run folder stays, which
+        # neither --run-dir (not empty) nor --resume (no config) could take.
+        _remove_start(path, created, lock)
+        raise
+    with lock:
         return _execute(handle, callbacks, progress_bar, resume=False, lock=lock)
+
+
+def _remove_start(path: Path, created: bool, lock: RunLock) -> None:
+    """Remove the files a run's start writes (and its folder, when the start made it)."""
+    for name in ("config.yml", "command.txt", "status.json", "run.lock"):
+        (path / name).unlink(missing_ok=True)
+    lock.release()
+    if created:
+        with contextlib.suppress(OSError):  # not empty: something else is in it, keep it
+            path.rmdir()
 
 
 def _execute(
@@ -360,7 +412,10 @@ def load(path: str | Path) -> Run:
     """The run in a folder (a run folder, or any folder holding its ``config.yml``)."""
     path = Path(path)
     if not (path / "config.yml").is_file():
-        raise FileNotFoundError(f"{path} is not a run folder: it has no config.yml")
+        hint = ""
+        if path.is_dir() and RunLock.abandoned(path):
+            hint = " (a start cut before its first file; `train NAME --run-dir` takes it over)"
+        raise FileNotFoundError(f"{path} is not a run folder: it has no config.yml{hint}")
     run = load_runs(path / "config.yml")[0]
     handle = Run(path, run)
     # config.yml is the resolved config; the budget and cell it came from are in status.json.
@@ -398,6 +453,11 @@ def resume(
     with RunLock(handle.path) as lock:  # refused while another process trains it
         if handle.status.get("state") == "finished":
             raise ConfigError(f"{path} has already finished; nothing to resume")
+        # The checkpoint is read before anything is written: a refused one (pickled,
+        # tampered, another model's) leaves the folder as it was, status.json included.
+        check = getattr(get_trainer(handle.config.algo), "check_resume", None)
+        if check is not None:
+            check(handle.path, handle.config)
         if lock.stale is not None:
             print(
                 f"{handle.path}: taking over the stale lock of process {lock.stale.get('pid')}, "

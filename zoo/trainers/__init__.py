@@ -2,11 +2,12 @@
 
 What a trainer is (``config_keys``, ``validate``, ``probe``, ``train(handle, callbacks,
 progress_bar, resume)``, ``load``, ``evaluate``, and for agents that act in an env
-``model_file`` and ``episode_returns``; optionally ``check_trusted``) is the
-:class:`~zoo.trainers.contract.Trainer` protocol (and ``TrustChecker``); each trainer class
-registers its ``algo`` values with :func:`~zoo.trainers.contract.register`. :func:`get_trainer`
-imports a trainer's module only when its ``algo`` is asked for, so loading a config pulls in
-only the libraries its trainer needs.
+``model_file`` and ``episode_returns``; optionally ``check_trusted`` and ``check_resume``) is
+the :class:`~zoo.trainers.contract.Trainer` protocol (and ``TrustChecker``,
+``ResumeChecker``); each trainer class registers its ``algo`` values with
+:func:`~zoo.trainers.contract.register`. :func:`get_trainer` imports a trainer's module only
+when its ``algo`` is asked for, so loading a config pulls in only the libraries its trainer
+needs.
 """
 
 from __future__ import annotations

@@ -366,6 +366,24 @@ class CMAESZooTrainer:
         finally:
             evaluator.close()
 
+    def check_resume(self, path: Path, run: RunConfig) -> None:
+        """Read the checkpoint and ``evaluations.json`` as :meth:`train` will resume them,
+        writing nothing, so that a refused one leaves the run folder as it was. (Subclasses
+        with their own ``train`` and checkpoint set their own, or None.)"""
+        ckpt = Path(path) / "checkpoints"
+        if not (ckpt / "trainer.json").exists():
+            return  # a resume from generation 0
+        spec = rollout_spec(run, training=True)
+        evaluator = BatchedEvaluator(dataclasses.replace(spec, max_steps=1))
+        try:
+            CMAESTrainer(evaluator, cma_config(run, init_vector(run))).restore(ckpt)
+        except StateFormatError as err:
+            raise ConfigError(str(err)) from None
+        finally:
+            evaluator.close()
+        if (Path(path) / "evaluations.json").exists():
+            read_json(Path(path) / "evaluations.json")
+
     # -- training --------------------------------------------------------------------------
 
     def train(

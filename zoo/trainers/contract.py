@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # annotations only: importing the registry stays cheap
 __all__ = [
     "EpisodeTrainer",
     "KeyTypes",
+    "ResumeChecker",
     "RunHandle",
     "Trainer",
     "TrustChecker",
@@ -107,6 +108,17 @@ class TrustChecker(Protocol):
     def check_trusted(self, run: RunConfig, trusted: Collection[str | Path]) -> None:
         """Refuse (:class:`~zoo.config_checks.ConfigError`) a pickled file ``run`` would load
         that ``trusted`` does not name."""
+        ...
+
+
+@runtime_checkable
+class ResumeChecker(Protocol):
+    """A trainer that reads, before a resume writes anything, the checkpoint it would continue
+    from (:func:`zoo.runs.resume` calls it): a refused one leaves the folder as it was."""
+
+    def check_resume(self, path: Path, run: RunConfig) -> None:
+        """Raise :class:`~zoo.config_checks.ConfigError` for a checkpoint in ``path`` that
+        ``run`` cannot continue from; write nothing."""
         ...
 
 
