@@ -809,7 +809,7 @@ class Prober:
         config = self.config("cart", PPO)
         root = config.parent / "runs"
         job = self._lines(str(config), "--root", str(root))
-        job.wait(lambda: b"budget full, 1 run of" in job.out)
+        job.wait(lambda: b", 1 run of" in job.out)
         job.proc.send_signal(signal.SIGTERM)
         code = job.finish()
         err = job.err.decode(errors="replace")
