@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -216,3 +219,58 @@ def test_unsafe_yaml_tags_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unsafe or unknown YAML tag"):
         zoo.train(evil, root=tmp_path / "runs")
     assert not marker.exists()
+
+
+# -- issue 46, items 5-8: bombs, symlinks, the Ray address and memory (sec-dos) -----------
+
+
+def attn_zoo(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a subprocess (``timeout`` seconds at most)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(
+        [sys.executable, "-m", "zoo.cli", *args],
+        capture_output=True, text=True, env=env, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The one ``attn-zoo: error:`` line of a refused command (exit 2, no traceback)."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("attn-zoo: error:"), proc.stderr[-2000:]
+    return lines[0]
+
+
+def test_no_command_writes_through_a_symlink_in_a_shared_run_folder(
+    trained: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    victims = {}
+    links = (
+        "curves.csv", "curves.png", "video.mp4", "robustness/shuffle.csv",
+        "robustness/shuffle.md", "robustness/shuffle.png",
+        "monitor/train_p1_0.monitor.csv",  # the Monitor file of the resumed part
+    )  # fmt: skip
+    for k, name in enumerate(links):
+        victim = tmp_path / f"victim{k}.txt"
+        victim.write_text("precious")
+        (run / name).parent.mkdir(exist_ok=True)
+        (run / name).unlink(missing_ok=True)
+        (run / name).symlink_to(victim)
+        victims[name] = victim
+    status = json.loads((run / "status.json").read_text())
+    (run / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+    config = (run / "config.yml").read_text()  # 32 more steps for the resumed part
+    (run / "config.yml").write_text(config.replace("n_timesteps: 64", "n_timesteps: 96"))
+    for command in (
+        ["plot", str(run)],
+        ["record", str(run), "--steps", "5"],
+        ["robustness", str(run), "--sweep", "shuffle", "--episodes", "1"],
+        ["train", "--resume", str(run), "--no-progress"],
+    ):
+        proc = attn_zoo(*command)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    for name, victim in victims.items():
+        assert victim.read_text() == "precious", name
+        assert not (run / name).is_symlink(), name

@@ -27,7 +27,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from attn_policies.canvas import new_figure
+from attn_policies.atomic import atomic_path
+from attn_policies.canvas import new_figure, save_figure
 from zoo.metrics import read_metrics, read_monitor, read_progress, series
 
 __all__ = ["find_run_dirs", "load_run", "plot_runs", "read_monitor", "read_progress"]
@@ -308,10 +309,9 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path | None = None, x: str 
             )
 
     out_path = Path(out) if out is not None else Path(runs[0]) / "curves.png"
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     fig = _figure(drawn, groups, xlabels)
-    fig.savefig(out_path, dpi=120, format="png" if not out_path.suffix else None)
-    with out_path.with_suffix(".csv").open("w", newline="") as fh:
+    save_figure(fig, out_path, dpi=120)  # atomic: a symlinked curves.png is replaced
+    with atomic_path(out_path.with_suffix(".csv")) as tmp, tmp.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(CSV_COLUMNS)
         writer.writerows(rows)

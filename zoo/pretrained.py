@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from attn_policies.atomic import atomic_path, atomic_write
 from zoo.config import ConfigError, load_runs
 from zoo.pretrained_files import Checkpoint, Reference, parse_gin, read_checkpoint
 
@@ -378,9 +379,10 @@ def import_checkpoint(
     vector = convert(ckpt.params.astype(np.float64), policy).astype(np.float32)
     policy.set_flat_parameters(vector)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.yml").write_text(config.to_yaml())
-    torch.save(policy.state_dict(), folder / "model.pt")
-    (folder / "command.txt").write_text(shlex.join(["attn-zoo", *sys.argv[1:]]) + "\n")
+    atomic_write(folder / "config.yml", config.to_yaml())
+    with atomic_path(folder / "model.pt") as tmp:
+        torch.save(policy.state_dict(), tmp)
+    atomic_write(folder / "command.txt", shlex.join(["attn-zoo", *sys.argv[1:]]) + "\n")
     provenance = {
         "repository": REPOSITORY,
         "licence": "Apache-2.0",
@@ -394,7 +396,7 @@ def import_checkpoint(
         "authors_logs": ckpt.logs,
         "imported": datetime.now().isoformat(timespec="seconds"),
     }
-    (folder / "provenance.json").write_text(json.dumps(provenance, indent=1, default=str))
+    atomic_write(folder / "provenance.json", json.dumps(provenance, indent=1, default=str))
     handle = Run(folder, config)
     handle.write_status(
         experiment=experiment, tag="", budget=config.budget, seed=config.seed,
