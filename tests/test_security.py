@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from stable_baselines3 import PPO
+from test_config_checks import billion_laughs
 
 import zoo
 from zoo.config import ConfigError
@@ -274,3 +276,28 @@ def test_no_command_writes_through_a_symlink_in_a_shared_run_folder(
     for name, victim in victims.items():
         assert victim.read_text() == "precious", name
         assert not (run / name).is_symlink(), name
+
+
+def test_a_yaml_bomb_in_a_config_or_run_folder_is_refused_within_seconds(
+    trained: Path, tmp_path: Path
+) -> None:
+    bomb = tmp_path / "bomb.yml"
+    bomb.write_text(billion_laughs())
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    lol = billion_laughs().split("\n", 4)[4]  # the nine lolN lines, indented as body keys
+    (run / "config.yml").write_text((run / "config.yml").read_text() + lol)
+    before = sorted(p.name for p in run.iterdir())
+    for command in (
+        ["train", str(bomb), "--root", str(tmp_path / "runs")],
+        ["show", str(bomb)],
+        ["show", str(run)],
+        ["evaluate", str(run)],
+        ["show", str(write_config(tmp_path, "cart", CARTPOLE_PPO)), "--set", "seed=&a [*a]"],
+    ):
+        start = time.perf_counter()
+        line = one_error_line(attn_zoo(*command, timeout=30))
+        assert time.perf_counter() - start < 10, command  # a hang of minutes before
+        assert "expands to more than" in line or "contains itself" in line, line
+    assert not (tmp_path / "runs").exists()
+    assert sorted(p.name for p in run.iterdir()) == before

@@ -31,18 +31,74 @@ def nearest(name: str, choices: Iterable[str], n: int = 3) -> str:
     return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 
+# Most YAML nodes a document may expand to, an alias counting its whole value again. The
+# largest config of the zoo has under 700; a "billion laughs" (9 levels of 9 aliases) has
+# 9**9, which the merge step would copy node by node for minutes.
+MAX_YAML_NODES = 100_000
+
+
+def _expanded_nodes(root: yaml.Node, where: str) -> int:
+    """How many nodes ``root`` stands for once every alias is expanded, counted without
+    expanding (each node's count is kept): a :class:`ConfigError` past
+    :data:`MAX_YAML_NODES`, or for a value that contains itself."""
+    counts: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def count(node: yaml.Node) -> int:
+        key = id(node)
+        if key in counts:
+            return counts[key]
+        if key in open_nodes:
+            line = node.start_mark.line + 1 if node.start_mark else "?"
+            raise ConfigError(f"{where}: a YAML value contains itself (alias at line {line})")
+        open_nodes.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(count(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(count(k) + count(v) for k, v in node.value)
+        open_nodes.discard(key)
+        if total > MAX_YAML_NODES:
+            raise ConfigError(
+                f"{where}: the YAML document expands to more than {MAX_YAML_NODES:,} values "
+                "(aliases repeat what they name); refused"
+            )
+        counts[key] = total
+        return total
+
+    return count(root)
+
+
 def safe_yaml(text: str, where: str) -> Any:
-    """``yaml.safe_load`` with one-line errors naming ``where``; tags such as
-    ``!!python/object`` are refused (``safe_load`` never constructs objects).
+    """``yaml.safe_load`` with one-line errors naming ``where``: the zoo's one YAML reader
+    (configs, run folders' ``config.yml`` and ``status.json``, ``--set`` values).
+
+    Tags such as ``!!python/object`` are refused (``safe_load`` never constructs objects),
+    and so is a document whose aliases expand past :data:`MAX_YAML_NODES` values (a
+    "billion laughs"), before anything is built from it.
 
     Example:
         >>> safe_yaml("a: !!python/object/apply:os.system [ls]", "x.yml")
         Traceback (most recent call last):
         ...
         zoo.config.ConfigError: x.yml: unsafe or unknown YAML tag '...:os.system' (line 1)
+        >>> laughs = "{l0: &l0 [" + ", ".join(["x"] * 10) + "]" + "".join(
+        ...     f", l{k}: &l{k} [" + ", ".join([f"*l{k - 1}"] * 10) + "]" for k in range(1, 6)
+        ... ) + "}"
+        >>> safe_yaml(laughs, "bomb.yml")
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: bomb.yml: the YAML document expands to more than 100,000 ...
     """
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_nodes(node, where)
+        return loader.construct_document(node)
+    except RecursionError:
+        raise ConfigError(f"{where}: the YAML document is nested too deeply") from None
     except yaml.constructor.ConstructorError as err:
         mark = f" (line {err.problem_mark.line + 1})" if err.problem_mark else ""
         problem = " ".join(str(err.problem or "").split())
@@ -55,6 +111,8 @@ def safe_yaml(text: str, where: str) -> Any:
         line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or type(err).__name__
         raise ConfigError(f"{where}: YAML syntax error{line}: {problem}") from None
+    finally:
+        loader.dispose()
 
 
 def require_int(value: Any, name: str, minimum: int = 0) -> int:

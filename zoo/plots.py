@@ -22,13 +22,13 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 import numpy as np
-import yaml
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from attn_policies.atomic import atomic_path
 from attn_policies.canvas import new_figure, save_figure
+from zoo.config import safe_yaml
 from zoo.metrics import read_metrics, read_monitor, read_progress, series
 
 __all__ = ["find_run_dirs", "load_run", "plot_runs", "read_monitor", "read_progress"]
@@ -121,7 +121,7 @@ def run_identity(path: Path) -> tuple[str, str, str]:
     (``# atari_nonlocal/Pong-fc (budget cpu), ...``); without it the experiment name is used.
     """
     text = (path / "config.yml").read_text()
-    data = yaml.safe_load(text) or {}
+    data = safe_yaml(text, str(path / "config.yml")) or {}
     experiment, body = next(iter(data.items())) if data else (path.name, {})
     match = re.match(r"#\s*(\S+)\s+\(budget\s+(\w+)\)", text)
     name, budget = (match.group(1), match.group(2)) if match else (str(experiment), "")

@@ -40,9 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
-
-from zoo.config import ConfigError, RunConfig, load_runs
+from zoo.config import ConfigError, RunConfig, load_runs, safe_yaml
 
 DEFAULT_MAX_RETRIES = 2
 """Resubmissions of a failed cell before it is reported as failed."""
@@ -153,17 +151,17 @@ class Cell:
     result: dict[str, Any] | None = None
 
 
-def _yaml_body(text: str) -> Any:
+def _yaml_body(text: str, where: str) -> Any:
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return safe_yaml(text, where)
+    except ConfigError:
         return None
 
 
 def _status(folder: Path) -> dict[str, Any]:
     try:
-        status = yaml.safe_load((folder / "status.json").read_text())  # JSON is YAML
-    except (OSError, yaml.YAMLError):
+        status = safe_yaml((folder / "status.json").read_text(), str(folder))  # JSON is YAML
+    except (OSError, ConfigError):
         return {}
     return status if isinstance(status, dict) else {}
 
@@ -174,7 +172,7 @@ def same_cell(folder: Path, run: RunConfig) -> bool:
         text = (folder / "config.yml").read_text()
     except OSError:
         return False
-    if _yaml_body(text) != _yaml_body(run.to_yaml()):
+    if _yaml_body(text, str(folder)) != _yaml_body(run.to_yaml(), run.name):
         return False
     status = _status(folder)
     return status.get("budget") == run.budget and status.get("tag", "") == run.tag
