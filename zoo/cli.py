@@ -357,8 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const="",
         metavar="ADDRESS",
-        help="run every cell as a Ray task: no ADDRESS uses the config's ray_address or "
-        "starts a local Ray; 'auto' joins the running cluster (see zoo.ray_grid)",
+        help="run every cell as a Ray task: no ADDRESS uses RAY_ADDRESS or starts a local "
+        "Ray; 'auto' joins the running cluster (see zoo.ray_grid)",
     )
     p.add_argument(
         "--max-retries", type=int, default=2, help="resubmissions of a failed cell (--ray)"

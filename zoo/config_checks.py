@@ -256,7 +256,12 @@ COMMON_KEYS: dict[str, tuple[type, ...] | None] = {
     "budgets": (dict,),
     "matrix": (dict,),
     "resources": (dict,),  # per matrix cell under --ray (zoo.ray_grid.cell_resources)
-    "ray_address": (str,),  # the Ray cluster of --ray (and of the cmaes ray evaluator)
+}
+
+# Keys a config may not hold, with why: where a stranger's config must not choose.
+REFUSED_KEYS: dict[str, str] = {
+    "ray_address": "the Ray cluster comes from the command line (--ray ADDRESS) or the "
+    "RAY_ADDRESS environment variable, never from a config",
 }
 
 
@@ -384,6 +389,8 @@ def _type_names(types: tuple[type, ...]) -> str:
 def check_keys(run: RunConfig, known: Iterable[str]) -> None:
     known = set(known)
     for key, value in run.body.items():
+        if key in REFUSED_KEYS:
+            raise ConfigError(f"{run.name}: {key!r} is not a config key: {REFUSED_KEYS[key]}")
         if key not in known:
             raise ConfigError(f"{run.name}: unknown key {key!r}.{nearest(key, known)}")
         if key in COMMON_KEYS:

@@ -22,9 +22,8 @@ Keys besides the common ones::
     es: cmaes                         # or pgpe: the same loop with PGPE (sigma0 = its
     pgpe: {}                          # initial stdev); PGPEConfig fields, e.g.
                                       # {center_learning_rate: 0.037, stdev_learning_rate: 0.078}
-    evaluator: batched                # or processes, ray
+    evaluator: batched                # or processes, ray (local; RAY_ADDRESS joins a cluster)
     n_workers: 2                      # processes / Ray actors
-    ray_address: null                 # null: local Ray; "auto" or "ray://host:10001"
     max_episode_steps: null           # cap on rollout steps (null: the env's own limit)
     torch_threads: 2
     eval: {freq: 10, n_episodes: 100, final_episodes: 1000}   # freq counts generations
@@ -104,7 +103,6 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "pgpe": (dict,),
     "evaluator": (str,),
     "n_workers": (int,),
-    "ray_address": (str,),
     "max_episode_steps": (int,),
     "torch_threads": (int,),
 }
@@ -305,8 +303,10 @@ def make_run_evaluator(run: RunConfig) -> Any:
     kwargs: dict[str, Any] = {}
     if kind in ("processes", "ray"):
         kwargs["n_workers"] = int(run.body.get("n_workers", 2))
-    if kind == "ray" and run.body.get("ray_address"):
-        kwargs["address"] = run.body["ray_address"]
+    if kind == "ray":  # the cluster is the user's (RAY_ADDRESS), never the config's
+        from zoo.ray_grid import cluster_address
+
+        kwargs["address"] = cluster_address(None)
     return make_evaluator(kind, rollout_spec(run, training=True), **kwargs)
 
 
