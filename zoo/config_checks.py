@@ -13,6 +13,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -113,6 +114,85 @@ def safe_yaml(text: str, where: str) -> Any:
         raise ConfigError(f"{where}: YAML syntax error{line}: {problem}") from None
     finally:
         loader.dispose()
+
+
+# What one run, import or file may plan to hold: this share of the memory available when
+# it starts (the rest is the envs', the OS's, other jobs' and the estimates' margin).
+MEMORY_SHARE = 0.5
+
+
+def available_memory() -> int:
+    """Bytes of memory available to a new allocation (``MemAvailable``), or a large number
+    where the platform does not say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 2**62
+
+
+def check_memory(where: str, need: float, what: str, fix: str) -> None:
+    """The zoo's one memory bound: ``need`` bytes, estimated from a config or a file's
+    headers before anything is allocated or written, must fit in :data:`MEMORY_SHARE` of
+    :func:`available_memory`.
+
+    Example:
+        >>> check_memory("es", 2**80, "a population of 10,000,000 x 113 parameters",
+        ...              "lower population")
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: es: a population of 10,000,000 x 113 parameters needs about ...
+    """
+    have = MEMORY_SHARE * available_memory()
+    if need > have:
+        raise ConfigError(
+            f"{where}: {what} needs about {need / 2**30:,.1f} GiB, more than the "
+            f"{have / 2**30:,.1f} GiB a run may plan for (half the memory available); {fix}"
+        )
+
+
+def npz_arrays(path: str | Path) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """``{name: (shape, dtype)}`` of an ``.npz`` file's arrays, read from their ``.npy``
+    headers without decompressing anything (a small file may inflate to gigabytes).
+
+    Raises:
+        ConfigError: not a zip of ``.npy`` arrays, or a header numpy cannot read.
+    """
+    import zipfile
+
+    import numpy as np
+
+    arrays: dict[str, tuple[tuple[int, ...], Any]] = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                with archive.open(info) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    read = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
+                    shape, _, dtype = read(fh)
+                arrays[info.filename.removesuffix(".npy")] = (tuple(shape), dtype)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise ConfigError(f"{path} is not a plain numpy .npz file: {err}") from None
+    return arrays
+
+
+def check_npz_memory(path: str | Path) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """:func:`npz_arrays`, refused by :func:`check_memory` when the arrays, decompressed,
+    would not fit."""
+    import math as _math
+
+    arrays = npz_arrays(path)
+    need = sum(_math.prod(shape) * dtype.itemsize for shape, dtype in arrays.values())
+    check_memory(str(path), need, "its arrays, decompressed,", "the file is refused")
+    return arrays
 
 
 def require_int(value: Any, name: str, minimum: int = 0) -> int:

@@ -63,7 +63,7 @@ from attn_policies.algorithms.pgpe import PGPEConfig
 from attn_policies.atomic import atomic_write
 from zoo import factory
 from zoo import progress as zoo_progress
-from zoo.config import ConfigError, RunConfig, check_type, nearest
+from zoo.config import ConfigError, RunConfig, check_memory, check_type, nearest
 from zoo.evaluation import episode_lists, episode_stats, eval_json, summary
 from zoo.metrics import CMAES_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve_function, resolve_module_builder
@@ -239,6 +239,38 @@ def rollout_spec(
     )
 
 
+def count_parameters(run: RunConfig) -> int | None:
+    """The run's policy size, built on torch's ``meta`` device (shapes only, no memory: a
+    ``hidden_dim`` of 10**9 costs nothing here); ``None`` for a policy that cannot be built
+    there (it is then built for real, and checked, by the steps that follow)."""
+    try:
+        with torch.device("meta"):
+            policy = policy_factory(run)()
+    except ConfigError:
+        raise
+    except Exception:
+        return None
+    return sum(p.numel() for p in policy.parameters())
+
+
+def check_search_memory(run: RunConfig) -> None:
+    """Refuse a population or policy too large for memory before anything is allocated
+    (:func:`zoo.config.check_memory`): each generation holds ``population`` float64
+    solutions and their float32 copies, CMA-ES also an ``n x n`` covariance (with its
+    eigenvectors) unless ``cma_options: {CMA_diagonal: true}``."""
+    n = count_parameters(run)
+    if n is None:
+        return
+    population = int(run.body.get("population", 256))
+    need = population * n * (8 + 4) + n * 4 * 4  # solutions; policy, mean, steps
+    what = f"a population of {population:,} x {n:,} parameters"
+    diagonal = (run.body.get("cma_options") or {}).get("CMA_diagonal") is True
+    if run.body.get("es", "cmaes") == "cmaes" and not diagonal:
+        need += 3 * n * n * 8
+        what += f" with a {n:,} x {n:,} covariance"
+    check_memory(run.name, need, what, "lower population or the policy's size")
+
+
 def init_vector(run: RunConfig) -> np.ndarray | None:
     """The flat parameters ``init`` names (a run folder's best model, or a state dict file of
     the run's policy), read as tensors only; ``None`` without ``init``."""
@@ -344,6 +376,7 @@ class CMAESZooTrainer:
             )
         policy_builder(run)
         cma_config(run)
+        check_search_memory(run)  # before init_vector builds the policy for real
         # A misfit warm start fails here; a missing one in probe (still before anything is
         # written), so a config may name a run that an earlier step of its recipe makes.
         if not run.body.get("init") or Path(run.body["init"]).exists():
