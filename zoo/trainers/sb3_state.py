@@ -35,7 +35,7 @@ from stable_baselines3.common.save_util import load_from_zip_file
 from stable_baselines3.common.vec_env import VecNormalize
 
 from attn_policies.atomic import atomic_path
-from zoo.config import ConfigError
+from zoo.config import ConfigError, check_npz_memory
 
 # Training counters restored from a checkpoint's JSON ``data`` (plain numbers only).
 COUNTERS = (
@@ -149,6 +149,7 @@ def load_replay_buffer(buffer: BaseBuffer, file: str | Path) -> None:
     """
     file = Path(file)
     try:
+        check_npz_memory(file)  # from the headers, before anything is decompressed
         with np.load(file, allow_pickle=False) as npz:
             stored = {k: npz[k] for k in npz.files}
         scalars = json.loads(stored.pop("__scalars__").tobytes())
@@ -193,6 +194,7 @@ def load_vecnormalize(venv: VecNormalize, file: str | Path) -> VecNormalize:
     """Set ``venv``'s statistics (built from the run's config) from :func:`save_vecnormalize`."""
     file = Path(file)
     try:
+        check_npz_memory(file)  # from the headers, before anything is decompressed
         with np.load(file, allow_pickle=False) as npz:
             stored = {k: npz[k] for k in npz.files}
     except Exception as err:
