@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -227,11 +228,17 @@ def test_unsafe_yaml_tags_are_refused(tmp_path: Path) -> None:
 
 
 def attn_zoo(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """The real CLI in a subprocess (``timeout`` seconds at most)."""
+    """The real CLI in a subprocess (``timeout`` seconds at most, 6 GiB of address space:
+    a refusal that fails allocates no more than that)."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (6 * 2**30, 6 * 2**30))
+
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     return subprocess.run(
         [sys.executable, "-m", "zoo.cli", *args],
         capture_output=True, text=True, env=env, timeout=timeout, check=False,
+        preexec_fn=limit,
     )  # fmt: skip
 
 
@@ -301,3 +308,46 @@ def test_a_yaml_bomb_in_a_config_or_run_folder_is_refused_within_seconds(
         assert "expands to more than" in line or "contains itself" in line, line
     assert not (tmp_path / "runs").exists()
     assert sorted(p.name for p in run.iterdir()) == before
+
+
+CARTPOLE_ES: dict[str, Any] = {
+    "algo": "cmaes",
+    "env": "attn_envs/CartPoleSwingUpHarder-v0",
+    "policy": "fnn",
+    "n_generations": 1,
+    "population": 16,
+    "repeats": 1,
+    "max_episode_steps": 10,
+    "eval": {"freq": 0, "final_episodes": 1},
+}
+CARTPOLE_DQN: dict[str, Any] = {
+    "algo": "dqn",
+    "env": "CartPole-v1",
+    "policy": "MlpPolicy",
+    "n_timesteps": 200,
+    "buffer_size": 200,
+    "learning_starts": 100,
+    "eval": {"freq": 0, "final_episodes": 1},
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (  # the issue's 10**7 x 113 needs 12.6 GiB; a wider policy exceeds any machine
+            {**CARTPOLE_ES, "population": 10**7, "policy_kwargs": {"hidden": 256}},
+            "a population of 10,000,000 x 1,793 parameters",
+        ),
+        ({**CARTPOLE_ES, "policy_kwargs": {"hidden": 10**9}}, "x 7,000,000,001 parameters"),
+        ({**CARTPOLE_DQN, "batch_size": 10**8}, "a batch of 100,000,000 transitions"),
+        ({**CARTPOLE_PPO, "n_steps": 10**9}, "a rollout buffer of 1,000,000,000 steps"),
+    ],
+)
+def test_memory_is_estimated_from_the_config_before_anything_is_allocated(
+    tmp_path: Path, body: dict[str, Any], message: str
+) -> None:
+    root = tmp_path / "runs"
+    proc = attn_zoo("train", str(write_config(tmp_path, "big", body)), "--root", str(root))
+    line = one_error_line(proc)
+    assert message in line and "needs about" in line, line
+    assert not root.exists()
