@@ -8,7 +8,9 @@ replaces a symlink at the target by the new file, never the file the link points
 shared run folder whose ``curves.png`` links to ``~/.bashrc`` cannot make a command write
 there. The temporary file is created exclusively (``O_EXCL``, a random name), so a planted
 link cannot catch it either. Files that grow by appends are opened with
-:func:`open_append`, which refuses a symlink.
+:func:`open_append`, which refuses a symlink, and the folders a run keeps inside its own
+folder (``checkpoints``, ``monitor``, ``robustness``) are made with :func:`make_folder`,
+which replaces a symlink there by a real folder.
 
 Example:
     >>> import tempfile, json
@@ -29,7 +31,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-__all__ = ["atomic_path", "atomic_write", "commit", "discard", "open_append", "temp_path"]
+__all__ = [
+    "atomic_path",
+    "atomic_write",
+    "commit",
+    "discard",
+    "make_folder",
+    "open_append",
+    "temp_path",
+]
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -105,3 +115,21 @@ def open_append(path: str | Path) -> IO[str]:
     (``OSError``, ``ELOOP``) rather than followed."""
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     return os.fdopen(os.open(path, flags, 0o666), "a", newline="")
+
+
+def make_folder(path: str | Path, inside: str | Path | None = None) -> Path:
+    """``path`` as a real folder, created with its parents. A symlink at ``path`` (and, with
+    ``inside``, at any folder between ``inside`` and ``path``) is replaced by an empty folder,
+    never followed: a shared run folder whose ``checkpoints`` links to ``~`` must not receive
+    our files there. What the link pointed at is left as it was.
+    """
+    path = Path(path)
+    parts = [path]
+    if inside is not None:
+        below = path.relative_to(inside).parents  # "a/b/c" -> a/b, a, .
+        parts = [Path(inside) / p for p in reversed(below) if str(p) != "."] + [path]
+    for folder in parts:
+        if folder.is_symlink():
+            folder.unlink()
+        folder.mkdir(parents=True, exist_ok=True)
+    return path

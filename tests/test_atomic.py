@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_policies.atomic import atomic_path, atomic_write, open_append
+from attn_policies.atomic import atomic_path, atomic_write, make_folder, open_append
 
 
 def test_a_write_interrupted_midway_keeps_the_previous_file(tmp_path: Path) -> None:
@@ -91,3 +91,22 @@ def test_appends_refuse_a_symlink(tmp_path: Path) -> None:
         fh.write("b\n")
     assert victim.read_text() == "precious"
     assert (tmp_path / "log.csv").read_text() == "a\nb\n"
+
+
+def test_make_folder_replaces_symlinked_folders_instead_of_following_them(
+    tmp_path: Path,
+) -> None:
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("precious")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoints").symlink_to(elsewhere)
+    (run / "robustness").symlink_to(elsewhere)
+    folder = make_folder(run / "checkpoints")
+    atomic_write(folder / "keep.txt", "ours")
+    make_folder(run / "robustness" / "cells" / "shuffle", inside=run)
+    assert not (run / "checkpoints").is_symlink() and (run / "checkpoints").is_dir()
+    assert not (run / "robustness").is_symlink() and (run / "robustness/cells/shuffle").is_dir()
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["keep.txt"]
+    assert (elsewhere / "keep.txt").read_text() == "precious"

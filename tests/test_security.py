@@ -261,6 +261,11 @@ def test_no_command_writes_through_a_symlink_in_a_shared_run_folder(
         "robustness/shuffle.md", "robustness/shuffle.png",
         "monitor/train_p1_0.monitor.csv",  # the Monitor file of the resumed part
     )  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"  # the shared folder's checkpoints/ links here
+    shutil.copytree(run / "checkpoints", elsewhere)
+    shutil.rmtree(run / "checkpoints")
+    (run / "checkpoints").symlink_to(elsewhere)
+    kept = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
     for k, name in enumerate(links):
         victim = tmp_path / f"victim{k}.txt"
         victim.write_text("precious")
@@ -283,6 +288,8 @@ def test_no_command_writes_through_a_symlink_in_a_shared_run_folder(
     for name, victim in victims.items():
         assert victim.read_text() == "precious", name
         assert not (run / name).is_symlink(), name
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == kept
+    assert not (run / "checkpoints").is_symlink()
 
 
 def test_a_yaml_bomb_in_a_config_or_run_folder_is_refused_within_seconds(

@@ -15,6 +15,7 @@ from stable_baselines3.common.logger import configure
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize
 
+from attn_policies.atomic import make_folder
 from zoo import factory, progress
 from zoo.config import ConfigError, RunConfig, check_memory, deep_merge, nearest
 from zoo.evaluation import (
@@ -206,7 +207,7 @@ def save_checkpoint(model: BaseAlgorithm, directory: Path) -> None:
     ``last.zip`` (atomically, last) commits them; older ones are removed only after. A kill
     or full disk at any moment leaves the previous consistent checkpoint.
     """
-    directory.mkdir(parents=True, exist_ok=True)
+    make_folder(directory)  # a symlinked checkpoints/ is replaced, never written through
     step = int(model.num_timesteps)
     buffer_file, stats_file = checkpoint_files(directory, step)
     if isinstance(model, OffPolicyAlgorithm) and model.replay_buffer is not None:
