@@ -12,6 +12,10 @@ has no handle) in a temporary folder and checks one promise:
   refused; a dead holder's lock is taken over;
 - a write that fails (file-size limit, as a full disk) keeps the previous checkpoint and
   marks the run ``failed`` with the reason.
+- denial of service and stray writes (issue 46): a YAML alias bomb, files and folders of a
+  run folder linked elsewhere, a config naming the Ray cluster or an unreachable one, sizes
+  whose memory is refused from the config or an ``.npz`` header before any allocation, and
+  bad values of an imported ``config.gin`` (``--only dos``).
 
 Usage::
 
@@ -602,22 +606,33 @@ class Prober:
                 (run / name).parent.mkdir(exist_ok=True)
                 (run / name).symlink_to(victim)
                 victims[name] = victim
+            elsewhere = self.work / f"elsewhere-{random.getrandbits(32)}"
+            shutil.move(run / "checkpoints", elsewhere)  # checkpoints/ links out of the run
+            (run / "checkpoints").symlink_to(elsewhere)
+            kept = {f.name: f.read_bytes() for f in elsewhere.iterdir()}
+            status = json.loads((run / "status.json").read_text())
+            (run / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+            text = (run / "config.yml").read_text()  # 32 more steps for the resumed part
+            (run / "config.yml").write_text(text.replace("n_timesteps: 64", "n_timesteps: 96"))
             codes = [
                 self.cli(*args).returncode
                 for args in (
                     ("plot", str(run)),
                     ("record", str(run), "--steps", "5"),
                     ("robustness", str(run), "--sweep", "shuffle", "--episodes", "1"),
+                    ("train", "--resume", str(run), "--no-progress"),
                 )
             ]
             hit = [n for n, v in victims.items() if v.read_text() != "precious"]
-            linked = [n for n in names if (run / n).is_symlink()]
-            return codes == [0, 0, 0] and not hit and not linked, (
+            if {f.name: f.read_bytes() for f in elsewhere.iterdir()} != kept:
+                hit.append("checkpoints/")
+            linked = [n for n in (*names, "checkpoints") if (run / n).is_symlink()]
+            return codes == [0, 0, 0, 0] and not hit and not linked, (
                 f"exits {codes}; targets overwritten: {hit or 'none'}; links left: "
                 f"{linked or 'none'}"
             )
 
-        self.record("symlink", "plot, record, robustness of a folder of links", symlinks)
+        self.record("symlink", "plot, record, robustness, resume of a folder of links", symlinks)
 
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
