@@ -52,7 +52,10 @@ def import_object(path: str) -> Any:
     """Import ``"package.module:Name"`` or ``"package.module.Name"``.
 
     After a colon, dots walk attributes:
-    ``"attn_policies.es_policies:AttentionNeuronPolicy.cartpole"``.
+    ``"attn_policies.es_policies:AttentionNeuronPolicy.cartpole"``. It imports whatever it is
+    given, so it is for paths written in code: a path read from a file must first be checked
+    against the packages it may import, and must not walk attributes (``BasePolicy.load``
+    unpickles the file it is given).
 
     Example:
         >>> import_object("attn_policies.attention:MultiHeadSelfAttention").__name__

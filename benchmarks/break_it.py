@@ -11,11 +11,15 @@ has no handle) in a temporary folder and checks one promise:
 - concurrency: runs started together get distinct folders; ``--resume`` of a live run is
   refused; a dead holder's lock is taken over;
 - a write that fails (file-size limit, as a full disk) keeps the previous checkpoint and
-  marks the run ``failed`` with the reason.
-- denial of service and stray writes (issue 46): a YAML alias bomb, files and folders of a
-  run folder linked elsewhere, a config naming the Ray cluster or an unreachable one, sizes
-  whose memory is refused from the config or an ``.npz`` header before any allocation, and
-  bad values of an imported ``config.gin`` (``--only dos``).
+  marks the run ``failed`` with the reason;
+- issue 46's faults (``--only faults46``): SIGINT inside an SB3 evaluation loses no logged
+  value, a full disk at start leaves no half folder, a stop before any folder claims no
+  checkpoint, a second SIGINT while a CMA-ES run exits keeps 130, a refused ``--resume``
+  changes no byte;
+- denial of service and stray writes (issue 46, ``--only dos``): a YAML alias bomb, files
+  and folders of a run folder linked elsewhere, a config naming the Ray cluster or an
+  unreachable one, sizes whose memory is refused from the config or an ``.npz`` header
+  before any allocation, and bad values of an imported ``config.gin``.
 
 Usage::
 
@@ -31,7 +35,9 @@ import base64
 import json
 import os
 import random
+import re
 import resource
+import select
 import shutil
 import signal
 import socket
@@ -710,6 +716,367 @@ class Prober:
 
             self.record("gin", f"imported hidden_dim = {value}", named)
 
+    # -- issue 46, items 1-4: no code from an attribute path, a teacher pickle or an import ------
+
+    def code_paths(self) -> None:
+        """The ES classmethod loader (config, --set, --ray, a shared run folder), pickled BC
+        teachers and statistics, and modules a config names (``this``, ``venv.__main__``, a
+        module on PYTHONPATH whose top-level code writes a marker)."""
+        loader = "stable_baselines3.common.policies:BasePolicy.load"
+
+        def marker() -> Path:
+            return self.work / f"m-{random.getrandbits(32)}"
+
+        def refused(proc: Any, mark: Path, *absent: Path) -> tuple[bool, str]:
+            ok, detail = self.one_line_exit_2(proc)
+            gone = not mark.exists() and not any(p.exists() for p in absent)
+            return ok and gone, detail + ("" if gone else "; marker or folder written!")
+
+        es_body = {
+            **CMAES, "n_generations": 2, "population": 4, "repeats": 1, "max_episode_steps": 5,
+            "eval": {"freq": 0, "final_episodes": 2},
+        }  # fmt: skip
+
+        def es_loader(how: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                mark = marker()
+                evil = self.work / f"evil-{random.getrandbits(32)}.pt"
+                evil.write_bytes(payload(mark))
+                body = dict(es_body)
+                if how == "config":
+                    body.update(policy=loader, policy_kwargs={"path": str(evil)})
+                config = self.config("evil", body)
+                root = config.parent / "runs"
+                args = ["train", str(config), "--root", str(root), "--no-progress"]
+                if how != "config":
+                    args += ["--set", f"policy={loader}", f"policy_kwargs.path={evil}"]
+                if how == "--ray":
+                    args.append("--ray")
+                return refused(self.cli(*args), mark, root)
+
+            return check
+
+        for how in ("config", "--set", "--ray"):
+            self.record("code (46)", f"ES policy BasePolicy.load via {how}", es_loader(how))
+
+        es_cfg = self.config("es", es_body)
+        trained_es = self.cli("train", str(es_cfg), "--root", str(es_cfg.parent / "runs"))
+        if trained_es.returncode != 0:
+            self.record("code (46)", "train the ES run", lambda: (False, trained_es.stderr[-300:]))
+            return
+        (es_run,) = (es_cfg.parent / "runs" / "es").iterdir()
+
+        def shared_folder(*args: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run, mark = Path(tempfile.mkdtemp(dir=self.work)) / "run", marker()
+                shutil.copytree(es_run, run)
+                (run / "best_model.pt").write_bytes(payload(mark))
+                config = yaml.safe_load((run / "config.yml").read_text())
+                next(iter(config.values())).update(
+                    policy=loader, policy_kwargs={"path": str(run / "best_model.pt")}
+                )
+                (run / "config.yml").write_text(yaml.safe_dump(config))
+                status = json.loads((run / "status.json").read_text())
+                (run / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+                before = (run / "status.json").read_text()
+                ok, detail = refused(self.cli(*args, str(run)), mark)
+                same = (run / "status.json").read_text() == before
+                return ok and same, detail + ("" if same else "; status.json rewritten")
+
+            return check
+
+        for args in (("evaluate",), ("maps",), ("train", "--resume")):
+            name = f"shared ES run folder loading its own best_model.pt: {' '.join(args)}"
+            self.record("code (46)", name, shared_folder(*args))
+
+        ppo_cfg = self.config("cart", PPO)
+        trained_ppo = self.cli("train", str(ppo_cfg), "--root", str(ppo_cfg.parent / "runs"))
+        if trained_ppo.returncode != 0:
+            self.record(
+                "code (46)", "train the PPO run", lambda: (False, trained_ppo.stderr[-300:])
+            )
+            return
+        (ppo,) = (ppo_cfg.parent / "runs" / "cart").iterdir()
+        bc_body = {
+            "algo": "bc", "env": "CartPole-v1", "teacher_algo": "ppo", "n_timesteps": 64,
+            "policy_kwargs": {"net_arch": [8]}, "epochs": 1, "batch_size": 32,
+            "eval": {"freq": 0, "final_episodes": 2},
+        }  # fmt: skip
+
+        def teacher_zip() -> tuple[bool, str]:
+            mark, teacher = marker(), self.work / f"teacher-{random.getrandbits(32)}.zip"
+            shutil.copy(ppo / "model.zip", teacher)
+            with zipfile.ZipFile(teacher) as archive:
+                entries = {n: archive.read(n) for n in archive.namelist()}
+            data = json.loads(entries["data"])
+            data["policy_class"][":serialized:"] = base64.b64encode(payload(mark)).decode()
+            entries["data"] = json.dumps(data).encode()
+            with zipfile.ZipFile(teacher, "w") as archive:
+                for n, content in entries.items():
+                    archive.writestr(n, content)
+            config = self.config("bc", {**bc_body, "teacher": str(teacher)})
+            root = config.parent / "runs"
+            return refused(self.cli("train", str(config), "--root", str(root)), mark, root)
+
+        self.record(
+            "code (46)", "BC teacher: poisoned SB3 .zip without --trust-teacher", teacher_zip
+        )
+
+        def teacher_stats() -> tuple[bool, str]:
+            mark, stats = marker(), self.work / f"vecnormalize-{random.getrandbits(32)}.pkl"
+            stats.write_bytes(payload(mark))
+            body = {
+                **bc_body,
+                "teacher": str(ppo / "model.zip"),
+                "teacher_vecnormalize": str(stats),
+            }
+            config = self.config("bc", body)
+            root = config.parent / "runs"
+            trust = ("--trust-teacher", str(ppo / "model.zip"))  # the .zip only
+            return refused(self.cli("train", str(config), "--root", str(root), *trust), mark, root)
+
+        self.record("code (46)", "BC teacher_vecnormalize: a pickle, .zip trusted", teacher_stats)
+
+        def side_effect_module(env: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                config = self.config("evil", {**PPO, "env": env})
+                before = set(config.parent.iterdir())
+                proc = subprocess.run(
+                    [sys.executable, "-m", "zoo.cli", "train", config.name, "--no-progress"],
+                    capture_output=True, text=True, env=self.env, timeout=600, cwd=config.parent,
+                )  # fmt: skip
+                ok, detail = self.one_line_exit_2(proc)
+                quiet = not proc.stdout.strip() and set(config.parent.iterdir()) == before
+                return ok and quiet, detail + ("" if quiet else "; output or files appeared!")
+
+            return check
+
+        for env in ("venv.__main__:CartPole-v1", "this:CartPole-v1"):
+            self.record("code (46)", f"env {env}", side_effect_module(env))
+
+        def module_on_path(change: dict[str, Any], allow: bool) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                mark, name = marker(), f"evil46_{random.getrandbits(32)}"
+                folder = Path(tempfile.mkdtemp(dir=self.work))
+                (folder / f"{name}.py").write_text(
+                    f"import pathlib\npathlib.Path({str(mark)!r}).touch()\n"
+                    "import gymnasium\nclass Wrap(gymnasium.Wrapper):\n    pass\n"
+                )
+                text = json.dumps({**PPO, **change}).replace("@", name)
+                config = self.config("evil", json.loads(text))
+                root = config.parent / "runs"
+                args = ["train", str(config), "--root", str(root), "--no-progress"]
+                path = os.pathsep.join(filter(None, [str(folder), self.env.get("PYTHONPATH")]))
+                proc = subprocess.run(
+                    [sys.executable, "-m", "zoo.cli", *args, *(["--allow-import", name] * allow)],
+                    capture_output=True, text=True, timeout=600,
+                    env={**self.env, "PYTHONPATH": path},
+                )  # fmt: skip
+                if allow:  # the person running named it: imported (the marker), trained
+                    return proc.returncode == 0 and mark.exists(), f"exit {proc.returncode}"
+                return refused(proc, mark, root)
+
+            return check
+
+        for label, change in (("env @:CartPole-v1", {"env": "@:CartPole-v1"}),
+                              ("env_wrapper @:Wrap", {"env_wrapper": ["@:Wrap"]})):  # fmt: skip
+            self.record(
+                "code (46)", f"module on PYTHONPATH, {label}", module_on_path(change, False)
+            )
+        self.record(
+            "code (46)", "module on PYTHONPATH with --allow-import: imported",
+            module_on_path({"env": "@:CartPole-v1"}, True),
+        )  # fmt: skip
+
+    # -- issue 46, faults (items 9-11): kept apart from the probes above --------------------
+
+    def faults_46(self) -> None:
+        """Ctrl-C inside an SB3 evaluation, a full disk at start, signals at a run's edges and
+        a refused ``--resume``; signals are timed on the run's progress lines."""
+        for signals in (1, 2):
+            self.record(
+                "fault 46", f"SB3 {signals}x SIGINT inside an evaluation, --resume",
+                lambda signals=signals: self._sigint_in_evaluation(signals),
+            )  # fmt: skip
+        for where in ("root", "run-dir"):
+            self.record(
+                "fault 46", f"full disk at start ({where}), then the same command",
+                lambda where=where: self._full_disk_at_start(where),
+            )  # fmt: skip
+        self.record("fault 46", "--run-dir over a dead start's run.lock", self._dead_start)
+        self.record("fault 46", "SIGTERM before any run folder", self._sigterm_before_folder)
+        self.record("fault 46", "CMA-ES second SIGINT while exiting", self._cmaes_double_sigint)
+        for algo in ("ppo", "cmaes"):
+            self.record(
+                "fault 46", f"refused --resume ({algo}) leaves the folder byte-identical",
+                lambda algo=algo: self._refused_resume(algo),
+            )  # fmt: skip
+
+    def _lines(self, *args: str) -> Lines46:
+        return Lines46(
+            [sys.executable, "-m", "zoo.cli", "train", *args, "--progress-every", "1e-9"], self.env
+        )
+
+    def _sigint_in_evaluation(self, signals: int) -> tuple[bool, str]:
+        body = {  # MountainCar: every evaluation episode is 200 steps, so it takes seconds
+            **DQN, "env": "MountainCar-v0", "n_timesteps": 320, "learning_starts": 50,
+            "buffer_size": 1000, "save_freq": 100,
+            "eval": {"freq": 300, "n_episodes": 30, "final_episodes": 1},
+        }  # fmt: skip
+        config = self.config("slow", body)
+        run = config.parent / "run"
+        job = self._lines(str(config), "--run-dir", str(run))
+        job.wait(lambda: job.step >= 299)
+        job.wait_quiet(0.5)  # inside the evaluation of step 300
+        for i in range(signals):
+            time.sleep(0.01 * i)
+            job.proc.send_signal(signal.SIGINT)
+        code = job.finish()
+        inside = not (run / "evaluations.json").exists()
+        resumed = self.cli("train", "--resume", str(run), "--no-progress")
+        with (run / "metrics.csv").open() as fh:
+            at_300 = [r.split(",")[2] for r in fh if r.startswith("300,")]
+        want = {"train/loss", "train/n_updates", "train/learning_rate", "rollout/exploration_rate"}
+        missing = sorted(want - set(at_300))
+        twice = len(at_300) != len(set(at_300))
+        ok = code == 130 and inside and resumed.returncode == 0 and not missing and not twice
+        return ok, (
+            f"exit {code}, inside the evaluation: {inside}, resume exit {resumed.returncode}, "
+            f"step-300 row missing {missing or 'nothing'}, a value twice: {twice}"
+        )
+
+    def _full_disk_at_start(self, where: str) -> tuple[bool, str]:
+        config = self.config("cart", PPO)
+        target = ["--root", str(config.parent / "runs")]
+        if where == "run-dir":
+            (config.parent / "run").mkdir()
+            target = ["--run-dir", str(config.parent / "run")]
+        argv = ("train", str(config), *target, "--no-progress")
+        cut = self.cli(*argv, limit_bytes=200)  # run.lock fits, config.yml does not
+        left = sorted(
+            str(p.relative_to(config.parent))
+            for p in config.parent.rglob("*")
+            if p.is_file() and p != config
+        )
+        again = self.cli(*argv)
+        ok = cut.returncode != 0 and not left and again.returncode == 0
+        return (
+            ok,
+            f"cut exit {cut.returncode}, left {left or 'nothing'}, again exit {again.returncode}",
+        )
+
+    def _dead_start(self) -> tuple[bool, str]:
+        config = self.config("cart", PPO)
+        run = config.parent / "run"
+        run.mkdir()
+        code = (
+            f"from zoo.runs import RunLock; import os; RunLock({str(run)!r}).acquire(); "
+            f"os.kill(os.getpid(), {int(signal.SIGKILL)})"
+        )
+        subprocess.run([sys.executable, "-c", code], env=self.env, check=False)
+        again = self.cli("train", str(config), "--run-dir", str(run), "--no-progress")
+        return again.returncode == 0, f"exit {again.returncode} {again.stderr.strip()[-150:]}"
+
+    def _sigterm_before_folder(self) -> tuple[bool, str]:
+        config = self.config("cart", PPO)
+        root = config.parent / "runs"
+        job = self._lines(str(config), "--root", str(root))
+        job.wait(lambda: b"budget full, 1 run of" in job.out)
+        job.proc.send_signal(signal.SIGTERM)
+        code = job.finish()
+        err = job.err.decode(errors="replace")
+        folders = list(root.rglob("config.yml"))
+        ok = code == 130 and not folders and "--resume" not in err and "checkpoint" not in err
+        return ok, f"exit {code}, run folders {len(folders)}: {err.strip()[-120:]}"
+
+    def _cmaes_double_sigint(self) -> tuple[bool, str]:
+        config = self.config("es", {**CMAES, "n_generations": 1000})
+        job = self._lines(str(config), "--root", str(config.parent / "runs"))
+        job.wait(lambda: job.step >= 2)
+        job.proc.send_signal(signal.SIGINT)
+        job.wait(lambda: b"interrupted:" in job.err)
+        time.sleep(0.02)  # the process is shutting down
+        job.proc.send_signal(signal.SIGINT)
+        code = job.finish()
+        return code == 130, f"exit {code}"
+
+    def _refused_resume(self, algo: str) -> tuple[bool, str]:
+        marker = self.work / f"m-{random.getrandbits(32)}"
+        body = (
+            {**PPO, "n_timesteps": 100_000} if algo == "ppo" else {**CMAES, "n_generations": 1000}
+        )
+        config = self.config("cut", body)
+        job = self._lines(str(config), "--root", str(config.parent / "runs"))
+        job.wait(lambda: job.step >= (200 if algo == "ppo" else 2))
+        job.proc.send_signal(signal.SIGINT)
+        job.finish()
+        (run,) = (config.parent / "runs" / "cut").iterdir()
+        if algo == "ppo":
+            (run / "checkpoints" / "last_vecnormalize.pkl").write_bytes(payload(marker))
+        else:
+            (state,) = (run / "checkpoints").glob("cma_state-*.npz")
+            state.write_bytes(numpy_bypass(marker))
+
+        def snapshot() -> dict[str, bytes]:
+            return {str(p.relative_to(run)): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+
+        before = snapshot()
+        refused = self.cli("train", "--resume", str(run), "--no-progress")
+        after = snapshot()
+        changed = sorted(n for n in set(before) | set(after) if before.get(n) != after.get(n))
+        ok, detail = self.one_line_exit_2(refused)
+        return (
+            ok and not changed and not marker.exists(),
+            f"{detail}; changed: {changed or 'nothing'}",
+        )
+
+
+class Lines46:
+    """A train process whose stdout (progress lines) and stderr are read as they come."""
+
+    STEP = re.compile(rb"^\[[^\]]*\] ([\d,]+)/[\d,]+ ", re.MULTILINE)
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        self.out, self.err, self.step = b"", b"", -1
+
+    def read(self, timeout: float) -> bool:
+        streams = [s for s in (self.proc.stdout, self.proc.stderr) if s and not s.closed]
+        ready = select.select(streams, [], [], timeout)[0] if streams else []
+        got = False
+        for stream in ready:
+            chunk = os.read(stream.fileno(), 1 << 16)
+            if not chunk:
+                stream.close()
+            elif stream is self.proc.stderr:
+                self.err, got = self.err + chunk, True
+            else:
+                self.out, got = self.out + chunk, True
+                steps = [int(m.replace(b",", b"")) for m in self.STEP.findall(chunk)]
+                self.step = max([self.step, *steps])
+        return got
+
+    def wait(self, done: Callable[[], bool], timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline or (not self.read(0.2) and self.proc.poll() is not None):
+                raise RuntimeError(f"the awaited line never came: {self.out[-200:]!r}")
+
+    def wait_quiet(self, seconds: float) -> None:
+        """Until no line came for ``seconds`` (with a line every step: inside a long call)."""
+        while self.read(seconds):
+            pass
+
+    def finish(self, timeout: float = 120) -> int:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None or self.read(0):
+            if time.monotonic() > deadline:
+                self.proc.kill()
+            self.read(0.2)
+        return self.proc.returncode
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -727,6 +1094,8 @@ def main() -> int:
         "kills": lambda: prober.kills(args.trials),
         "concurrency": prober.concurrency,
         "disk": prober.disk_full,
+        "code46": prober.code_paths,
+        "faults46": prober.faults_46,
         "dos": prober.dos,  # issue 46 items 5-8, 11 (gin)
     }
     start = time.perf_counter()

@@ -41,3 +41,33 @@ def trained(
         run = zoo.train(experiment, budget="smoke", root=root / key, seed=seed, overrides=overrides)
         marker.write_text(str(run.path))
         return run.path
+
+
+def tracked_copy(run: Path, repo: Path, where: str = "results/doorkey/pi") -> Path:
+    """A copy of ``run`` at ``repo/where``, in a fresh git repository that tracks its files
+    (as the committed ``results/`` folders are)."""
+    import shutil
+    import subprocess
+
+    folder = repo / where
+    # without what other tests wrote into the shared run (videos, figures, tables)
+    outputs = shutil.ignore_patterns("video.*", "*.png", "robustness")
+    shutil.copytree(run, folder, ignore=outputs)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True, timeout=60)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "r"],
+        check=True, timeout=60,
+    )  # fmt: skip
+    return folder
+
+
+def git_changes(repo: Path, under: str = "results") -> str:
+    """``git status --porcelain`` below ``under``: files changed, removed or added there."""
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain", "--", under],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    return done.stdout

@@ -21,8 +21,16 @@ from attn_policies.algorithms.bc import BCDataset
 from attn_policies.algorithms.frame_store import FrameStore
 from zoo import factory
 from zoo.config import ConfigError
+from zoo.registry import ALLOW_IMPORT_ENV
 from zoo.trainers import get_trainer
 from zoo.trainers.bc_trainer import BCStudent, StudentAgent, _collect_run, load_teacher
+
+
+@pytest.fixture(autouse=True)
+def allow_this_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The configs below name this module's scripted teachers: allowed as ``--allow-import
+    test_bc_trainer`` would (a config alone may not import it)."""
+    monkeypatch.setenv(ALLOW_IMPORT_ENV, "test_bc_trainer")
 
 
 def scripted_teacher(obs: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -127,10 +135,13 @@ def test_ant_smoke_normalised_teacher_windowed_student_and_reused_teachers(
     # The same teacher as a run folder, or as its .zip with its statistics: same data, same
     # student; the .zip without the statistics acts differently.
     def loss_with(**changes: Any) -> list[str]:
-        other = zoo.train("ant_bc", budget="smoke", overrides=changes, root=tmp_path / "o")
+        other = zoo.train(
+            "ant_bc", budget="smoke", overrides=changes, root=tmp_path / "o", trust_teacher=trusted
+        )
         return [r["loss"] for r in read_progress(other.path)]
 
     losses = [r["loss"] for r in read_progress(run.path)]
+    trusted = [teacher_dir / "model.zip"]  # an SB3 .zip is a pickle: --trust-teacher
     assert loss_with(teacher=str(teacher_dir)) == losses
     zip_teacher = {"teacher": str(teacher_dir / "model.zip"), "teacher_algo": "ppo"}
     stats = str(teacher_dir / "vecnormalize.npz")

@@ -102,6 +102,31 @@ def test_closed_pipe_stops_quietly() -> None:
     assert err == ""
 
 
+@pytest.mark.parametrize("stderr", ["own", "into-stdout"], ids=["stdout", "stdout-and-stderr"])
+def test_a_reader_leaving_train_interrupts_the_run(tmp_path: Path, stderr: str) -> None:
+    # `attn-zoo train ... | head -3` and `... 2>&1 | head -3`: exit 141, the run resumable
+    # (status interrupted with the resume command), as on Ctrl-C; not a failed run.
+    argv = ["attn-zoo", "train", "doorkey", "--budget", "smoke", "--root", str(tmp_path)]
+    proc = subprocess.Popen(
+        [*argv, "--progress-every", "1e-9"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if stderr == "own" else subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    for _ in range(3):
+        proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode() if proc.stderr is not None else ""
+    assert proc.wait(timeout=120) == 141
+    (folder,) = (tmp_path / "doorkey").iterdir()
+    status = json.loads((folder / "status.json").read_text())
+    resume = f"attn-zoo train --resume {folder}"
+    assert status["state"] == "interrupted"
+    assert status["reason"] == f"output closed; to resume: {resume}"
+    if stderr == "own":
+        assert err == f"attn-zoo: stdout closed; to resume: {resume}\n"
+
+
 def test_other_broken_pipe_is_a_bug(monkeypatch: pytest.MonkeyPatch) -> None:
     # A pipe other than stdout (an evaluator worker's) breaking is not a reader that left.
     def broken(args: Any) -> int:
@@ -138,6 +163,7 @@ def test_show_matrix_limit(capsys: pytest.CaptureFixture[str]) -> None:
         (["show", "atari_nonlocal", "--set", "variant=fcc"], ["'fcc'", "'fc'"]),
         (["train"], ["NAME"]),
         (["train", "atari_nonlocal", "--budget", "smoke", "--set", "game=Pongg"], ["Pongg"]),
+        (["show", "atari_nonlocal", "--set", "game=Breakot"], ["Breakot", "Breakout"]),
         (["evaluate", "/nonexistent/run"], ["/nonexistent/run does not exist"]),
         (["evaluate", str(Path(__file__).parent / "_zoo.py")], ["not a run folder"]),
     ],
@@ -151,6 +177,7 @@ def test_show_matrix_limit(capsys: pytest.CaptureFixture[str]) -> None:
         "unknown-variant",
         "train-without-name",
         "unknown-game",
+        "show-unknown-game",
         "evaluate-does-not-exist",
         "evaluate-not-a-run",
     ],
@@ -208,7 +235,10 @@ def test_train_and_evaluate_print_success(
     config = write_config(tmp_path, "cartpole", CARTPOLE)
     assert main(["train", str(config), "--root", str(tmp_path), "--no-progress"]) == 0
     plan, line = capsys.readouterr().out.strip().splitlines()
-    assert plan == f"{config}: budget full, 1 run of 64 steps"
+    # the budget said first, even for one run (a config without budgets runs as written)
+    assert plan == (
+        f"{config}: budget full (the default; --budget smoke, cpu or full), 1 run of 64 steps"
+    )
     folder = line.split(": ")[0]
     assert "deterministic success " in line and "deterministic return " in line
 
@@ -274,13 +304,47 @@ def test_robustness_writes_tables_and_refuses_what_the_env_cannot_take(
     assert sorted(p.name for p in image.iterdir()) == ["config.yml"]
 
 
+def test_robustness_takes_latest_names_rows_by_folder_and_spares_tracked_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from _zoo import git_changes, tracked_copy
+
+    folder = zoo.train(write_config(tmp_path, "cartpole", CARTPOLE), root=tmp_path).path
+    repo = tmp_path / "repo"
+    tracked_copy(folder, repo, "results/cartpole_pi/pi")
+    monkeypatch.chdir(repo)
+    argv = ["robustness", "results/cartpole_pi/latest", "--sweep", "shuffle", "--episodes", "1"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "\n| pi | " in printed  # the folder's name, not the config's (cartpole)
+    out = Path("runs/results/cartpole_pi/pi/robustness")
+    assert printed.splitlines()[-1] == str(out / "shuffle.png") and (out / "shuffle.md").is_file()
+    assert git_changes(repo) == ""
+
+
+def test_a_cell_the_agent_cannot_play_is_not_exit_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An MLP over CartPole's 4 inputs cannot take 2 of them: the table says n/a, and so do
+    # the exit status and stderr, with the whole first line of the reason.
+    folder = zoo.train(write_config(tmp_path, "cartpole", CARTPOLE), root=tmp_path).path
+    argv = ["robustness", str(folder), "--sweep", "occlusion=0,0.5", "--episodes", "1"]
+    assert main([*argv, "--out", str(tmp_path / "tables")]) == 1
+    captured = capsys.readouterr()
+    assert "| n/a |" in captured.out
+    assert captured.err.startswith("attn-zoo: 1 of 2 cells could not be played: ")
+    assert "occlusion 0.5: n/a: " in captured.err and len(captured.err.splitlines()) == 1
+
+
 def test_train_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write_config(tmp_path, "cartpole", CARTPOLE)
     with pytest.raises(KeyboardInterrupt):
         zoo.train(config, root=tmp_path, callbacks=[InterruptAt(40)])
     (folder,) = (tmp_path / "cartpole").iterdir()
     assert main(["train", "--resume", str(folder), "--no-progress"]) == 0
-    assert capsys.readouterr().out.startswith(f"{folder}: ")
+    plan, line = capsys.readouterr().out.splitlines()
+    assert plan == f"resuming {folder}: budget full, 1 run of 64 steps"
+    assert line.startswith(f"{folder}: ")
     assert zoo.load(folder).status["state"] == "finished"
     assert main(["train", "--resume", str(folder)]) == 2
     assert "finished" in capsys.readouterr().err
@@ -294,7 +358,7 @@ def test_keyboard_interrupt_exits_130(
 
     monkeypatch.setattr(zoo, "train_all", interrupted)
     assert main(["train", "doorkey", "--budget", "smoke", "--no-progress"]) == 130
-    assert "--resume" in capsys.readouterr().err
+    assert "nothing to resume" in capsys.readouterr().err  # no run folder was made
 
 
 # --- the console script -----------------------------------------------------------------------
@@ -409,8 +473,37 @@ def test_a_grid_at_the_default_budget_needs_consent(
     assert not root.exists()
     assert main(["train", str(config), "--root", str(root), "--yes", "--no-progress"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{config}: budget full, 2 runs of 64 steps, 128 env steps in all"
+    assert out[0] == (
+        f"{config}: budget full (the default; --budget smoke, cpu or full), 2 runs of 64 steps, "
+        "128 env steps in all"
+    )
     assert len(list((root / "grid").iterdir())) == 2
+
+
+def test_the_default_budget_is_a_laptops_and_said_first(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `attn-zoo train doorkey`: the cpu budget, not full, and the first line says so.
+    started: dict[str, Any] = {}
+
+    def train_all(name: str, **kwargs: Any) -> list[Any]:
+        started.update(kwargs)
+        return []
+
+    monkeypatch.setattr(zoo, "train_all", train_all)
+    assert main(["train", "doorkey", "--no-progress"]) == 0
+    steps = zoo.load_runs("doorkey", budget="cpu")[0].body["n_timesteps"]
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (
+        f"doorkey: budget cpu (the default; --budget smoke, cpu or full), 1 run of {steps:,} steps"
+    )
+    assert started["budget"] == "cpu"
+    train_help = subprocess.run(
+        ["attn-zoo", "train", "--help"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert "default cpu" in " ".join(train_help.split())
+    assert main(["show", "doorkey"]) == 0
+    assert capsys.readouterr().out.startswith("# doorkey (budget cpu)")
 
 
 def test_without_a_terminal_the_run_folder_comes_first_then_progress_lines(
@@ -465,3 +558,53 @@ def test_run_arguments_name_folders_experiments_and_latest(
     (tmp_path / "empty").mkdir()
     with pytest.raises(zoo.ConfigError, match="holds none"):
         zoo.cli.resolve_run(tmp_path / "empty")
+
+
+# --- signals at the edges of a run -----------------------------------------------------------
+
+
+def test_sigterm_before_any_run_folder_claims_no_checkpoint(tmp_path: Path) -> None:
+    """SIGTERM as the plan line appears (imports and the dry build still to come): no run
+    folder exists, and the message must not send the user to --resume one."""
+    import signal
+
+    from _train_process import TrainProcess
+
+    root = tmp_path / "runs"
+    job = TrainProcess([str(write_config(tmp_path, "cartpole", CARTPOLE)), "--root", str(root)])
+    job.wait_for_line("budget full, 1 run of 64 steps")
+    job.signal(signal.SIGTERM)
+    code, err = job.finish()
+    assert code == 130, err
+    assert not list(root.rglob("config.yml")), "the SIGTERM came after the run started"
+    assert "nothing to resume" in err
+    assert "checkpoint was saved" not in err and "--resume" not in err
+
+
+def test_a_second_ctrl_c_while_a_cmaes_run_exits_keeps_exit_130(tmp_path: Path) -> None:
+    """The first SIGINT stops the run at once (its checkpoints are per generation); the second
+    comes while the process shuts down, when Python has put back the default SIGINT action:
+    it used to end the process by the signal (exit -2)."""
+    import signal
+    import time
+
+    from _train_process import TrainProcess
+
+    body = {
+        "algo": "cmaes",
+        "env": "attn_envs/CartPoleSwingUpHarder-v0",
+        "policy": "fnn",
+        "n_generations": 1000,
+        "population": 8,
+        "repeats": 1,
+        "max_episode_steps": 50,
+    }
+    job = TrainProcess([str(write_config(tmp_path, "es", body)), "--root", str(tmp_path)])
+    job.wait_for_step(2)  # "[es] 2/1,000 generations"
+    job.signal(signal.SIGINT)
+    job.wait_for_line("interrupted: a checkpoint was saved", stream="err")
+    time.sleep(0.02)  # into the shutdown
+    job.signal(signal.SIGINT)
+    code, err = job.finish()
+    assert code == 130, err
+    assert "Traceback" not in err

@@ -291,3 +291,32 @@ def test_negative_retries_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="max_retries must be an integer >= 0"):
         run_grid("mnist", budget="smoke", root=tmp_path, max_retries=-1)
     assert not tmp_path.joinpath("mnist").exists()
+
+
+# --- what the person running allowed travels with each task (issue 46) ---------------------
+
+
+def test_a_task_gets_the_drivers_allowed_imports_as_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task on another node lacks the driver's environment: the ``--allow-import``
+    packages are its arguments (as ``--trust-teacher`` files are), never the cell's config."""
+    from zoo.ray_grid import _train_cell
+    from zoo.registry import ALLOW_IMPORT_ENV
+
+    name = "wrappers_ray_46"
+    (tmp_path / f"{name}.py").write_text(
+        "import gymnasium\nclass Wrap(gymnasium.Wrapper):\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(ALLOW_IMPORT_ENV, name)
+    body = {**CLI_CARTPOLE, "eval": {"final_episodes": 2}, "env_wrapper": [f"{name}:Wrap"]}
+    (run,) = load_runs(write_config(tmp_path, body))
+    monkeypatch.setenv(ALLOW_IMPORT_ENV, "")  # a node without the driver's environment
+    folder = tmp_path / "cell"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match=f"--allow-import {name}"):
+        _train_cell(run, str(folder), False, "cmd", None)
+    assert not any(folder.iterdir())
+    result = _train_cell(run, str(folder), False, "cmd", None, allow_import=[name])
+    assert result["n_episodes"] == 2

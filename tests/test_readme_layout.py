@@ -1,4 +1,5 @@
-"""The README's "Layout" module map names every module of the three packages, and only those."""
+"""The module map of the docs' "Code layout" page (``docs/layout.md``, moved there from the
+README) names every module of the three packages, and only those."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ PACKAGES = ("attn_envs", "attn_policies", "zoo")
 
 
 def _layout_block() -> str:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Layout\n", 1)[1]
-    return section.split("```", 2)[1]
+    return (ROOT / "docs" / "layout.md").read_text().split("```", 2)[1]
 
 
 def _mapped_modules() -> set[str]:
@@ -37,5 +36,31 @@ def test_layout_names_every_module_and_no_missing_one() -> None:
         if path.name != "__init__.py"
     }
     mapped = {m for m in _mapped_modules() if not m.endswith("/__init__.py")}
-    assert not modules - mapped, f"modules missing from the README layout: {modules - mapped}"
-    assert not mapped - modules, f"README layout names missing modules: {mapped - modules}"
+    assert not modules - mapped, f"modules missing from docs/layout.md: {modules - mapped}"
+    assert not mapped - modules, f"docs/layout.md names missing modules: {mapped - modules}"
+
+
+SETUP = 'pip install torch==2.13.0 && pip install -e ".[dev]"'
+COMMANDS = (
+    f"{SETUP} && attn-zoo train doorkey --budget cpu --report",
+    f"{SETUP} && python -m pytest -n 2",
+)
+
+
+def test_readme_is_short_and_keeps_the_two_commands() -> None:
+    """A newcomer's README: at most 250 lines, with the main job and the test suite as the
+    two set-up-and-go commands (``.ci/run`` runs the second verbatim)."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    blocks = re.findall(r"```bash\n(.*?)\n```", readme, re.S)
+    for command in COMMANDS:
+        assert command in blocks, f"README lacks the command block {command!r}"
+    assert COMMANDS[1] in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_links_point_at_files() -> None:
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+    assert links, "the README links into docs/"
+    missing = [link for link in links if not (ROOT / link).exists()]
+    assert not missing, f"README links to missing files: {missing}"

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from _zoo import TINY_DOORKEY, trained
+from _zoo import TINY_DOORKEY, git_changes, tracked_copy, trained
 from PIL import Image, ImageSequence
 from torch import nn
 
@@ -78,6 +78,18 @@ def test_same_seed_same_video_across_episode_resets(doorkey: Path, tmp_path: Pat
 def test_default_path_is_the_run_folder(doorkey: Path) -> None:
     out = record(doorkey, n_steps=3, which="last", overlay=False)
     assert out == doorkey / "video.mp4" and out.stat().st_size > 1000
+
+
+def test_a_run_folder_under_version_control_is_left_as_it_is(
+    doorkey: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `attn-zoo record results/doorkey`: the video goes to runs/<its path>, not into results/
+    repo = tmp_path / "repo"
+    run = tracked_copy(doorkey, repo)
+    monkeypatch.chdir(repo)
+    out = record(run, n_steps=3, which="last", overlay=False)
+    assert out == Path("runs/results/doorkey/pi/video.mp4") and out.stat().st_size > 1000
+    assert not (run / "video.mp4").exists() and git_changes(repo) == ""
 
 
 def test_gif_fallback_when_opencv_cannot_write_mp4(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import gymnasium as gym
 import pytest
 import torch
@@ -13,7 +16,15 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
 from attn_policies.algorithms import DoubleDQN, OversamplingReplayBuffer
-from zoo.registry import REGISTRIES, is_activation, resolve
+from zoo.registry import (
+    ALLOW_IMPORT_ENV,
+    REGISTRIES,
+    allow_imports,
+    allowed_imports,
+    check_env_ids,
+    is_activation,
+    resolve,
+)
 
 # What every entry of each registry must resolve to.
 BASES: dict[str, type] = {
@@ -115,22 +126,99 @@ def test_is_activation() -> None:
 
 @pytest.mark.parametrize("kind", sorted(BASES))
 def test_any_other_object_is_refused_before_it_is_called(kind: str) -> None:
-    with pytest.raises(ValueError, match=f"{kind} 'os:system' is a builtin_function_or_method"):
-        resolve(kind, "os:system")
-    with pytest.raises(ValueError, match="is a class dict, not a subclass"):
-        resolve(kind, "builtins:dict")
+    loader = "stable_baselines3.common.save_util:load_from_pkl"  # a function that unpickles
+    with pytest.raises(ValueError, match=f"{kind} '{loader}' is a function, not a subclass"):
+        resolve(kind, loader)
+    with pytest.raises(ValueError, match="is a class Box, not a subclass"):
+        resolve(kind, "gymnasium.spaces:Box")
 
 
 def test_policy_builders_and_functions_are_checked() -> None:
     from zoo.registry import resolve_function, resolve_module_builder
 
     assert resolve_module_builder("attn_policies.neuron:FNNPolicy").__name__ == "FNNPolicy"
-    assert resolve_module_builder("attn_policies.neuron:AttentionNeuronPolicy.cartpole")
-    for name in ("os:system", "subprocess:run", "builtins:eval"):
+    preset = "attn_policies.neuron:AttentionNeuronPolicy.cartpole"
+    assert resolve_module_builder(preset, presets=[preset]).__name__ == "cartpole"
+    for name in ("stable_baselines3.common.save_util:load_from_pkl", "torch.nn:functional"):
         with pytest.raises(ValueError, match=r"not a torch\.nn\.Module subclass"):
             resolve_module_builder(name)
     assert resolve_function("attn_policies.algorithms.es_eval:timed", "f").__name__ == "timed"
     with pytest.raises(ValueError, match="not a Python function"):
-        resolve_function("os:system", "action_fn")
+        resolve_function("attn_policies.algorithms:DoubleDQN", "action_fn")
     with pytest.raises(ValueError, match="standard-library function"):
-        resolve_function("shutil:rmtree", "action_fn")
+        resolve_function("zoo.runs:contextmanager", "action_fn")
+
+
+# --- a config names classes, never an attribute that can reach a loader (issue 46) -------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "stable_baselines3.common.policies:BasePolicy.load",  # torch.load(weights_only=False)
+        "attn_policies.neuron:AttentionNeuronPolicy.cartpole",  # a preset: by its short name
+        "stable_baselines3.common.policies.BasePolicy.load",
+        "attn_policies.neuron:_private",
+    ],
+)
+def test_attribute_paths_are_refused_before_anything_is_called(name: str) -> None:
+    from zoo.registry import resolve_module_builder
+
+    with pytest.raises(ValueError, match=r"never an attribute|cannot import module"):
+        resolve_module_builder(name)
+    with pytest.raises(ValueError, match=r"never an attribute|cannot import module"):
+        resolve("policy", name)
+
+
+# --- only allowed packages are imported, checked before the import (issue 46) ------------------
+
+
+@pytest.fixture
+def evil_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
+    """A module on sys.path whose top-level code creates a marker file when imported."""
+    name, marker = f"evil_{tmp_path.name}".replace("-", "_"), tmp_path / "imported"
+    (tmp_path / f"{name}.py").write_text(
+        f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n"
+        "import gymnasium\nclass Wrap(gymnasium.Wrapper):\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(ALLOW_IMPORT_ENV, "")  # restored after the test
+    return name, marker
+
+
+def test_a_module_outside_the_allow_list_is_not_imported_until_allowed(
+    evil_module: tuple[str, Path],
+) -> None:
+    name, marker = evil_module
+    with pytest.raises(ValueError, match=f"if you trust '{name}', add --allow-import {name}$"):
+        resolve("wrapper", f"{name}:Wrap")
+    with pytest.raises(ValueError, match=f"--allow-import {name}$"):
+        check_env_ids({"curriculum": [{"env": f"{name}:CartPole-v1"}]}, "x")
+    assert not marker.exists() and name not in sys.modules
+    allow_imports([name])
+    assert resolve("wrapper", f"{name}:Wrap").__name__ == "Wrap"
+    assert marker.exists()  # the payload was live: only the allow-list kept it out
+    check_env_ids({"env": f"{name}:CartPole-v1"}, "x")
+    sys.modules.pop(name)
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [("algo", "this:s"), ("wrapper", "venv.__main__:X"), ("policy", "attn_policies.__main__:X")],
+)
+def test_modules_with_side_effects_are_refused_before_import(
+    kind: str, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = name.partition(":")[0]
+    with pytest.raises(ValueError, match=r"--allow-import|private module"):
+        resolve(kind, name)
+    assert module not in sys.modules and capsys.readouterr().out == ""  # no Zen of Python
+
+
+def test_allow_imports_takes_package_names_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ALLOW_IMPORT_ENV, "")
+    with pytest.raises(ValueError, match="not a Python package name"):
+        allow_imports(["my-pkg"])
+    allow_imports(["a.b", "c"])
+    allow_imports(["c"])
+    assert allowed_imports()[-2:] == ("a.b", "c")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from _zoo import trained
+from _zoo import TINY_DOORKEY, trained
 from matplotlib import pyplot as plt
 
 import zoo
@@ -101,18 +101,20 @@ def test_fixed_order_agent_breaks_when_shuffled_and_cannot_take_extra_inputs(
 
 def test_reshuffle_rows_and_the_files(pi_run: zoo.Run, fnn_run: zoo.Run, tmp_path: Path) -> None:
     rows = run_sweep([pi_run, fnn_run], "reshuffle=5,10", n_episodes=3)
+    pi, fnn = robustness.run_labels([pi_run.path, fnn_run.path])  # the folders' names
+    assert pi.endswith(pi_run.path.name) and fnn.endswith(fnn_run.path.name)
     assert [(r["experiment"], r["value"]) for r in rows] == [
-        ("cartpole_pi", 5),
-        ("cartpole_pi", 10),
-        ("cartpole_fnn", 5),
-        ("cartpole_fnn", 10),
+        (pi, 5),
+        (pi, 10),
+        (fnn, 5),
+        (fnn, 10),
     ]
     csv_file, md_file, png = write_table(rows, "reshuffle", tmp_path)
     with csv_file.open() as fh:
         assert len(list(csv.DictReader(fh))) == 4
     table = md_file.read_text().splitlines()
     assert table[0] == "| agent | reshuffle every 5 | reshuffle every 10 |"
-    assert table[2].startswith("| cartpole_pi | ") and "±" in table[2]
+    assert table[2].startswith(f"| {pi} | ") and "±" in table[2]
     assert png.stat().st_size > 5000
 
 
@@ -173,6 +175,51 @@ def test_occlusion_heat_map_from_two_runs(tmp_path: Path) -> None:
     assert png.stat().st_size > 5000
     pixels = plt.imread(png)
     assert pixels.std() > 0.05  # a drawn heat map, not a blank canvas
+
+
+def test_rows_are_named_by_run_folder(pi_run: zoo.Run, tmp_path: Path) -> None:
+    # results/cartpole_pi/pi is "pi", not its config's name; same names get their parents
+    copies = [tmp_path / "results" / "cartpole_pi" / "pi", tmp_path / "old" / "cartpole_pi" / "pi"]
+    for copy in copies:
+        shutil.copytree(pi_run.path, copy)
+    rows = run_sweep(copies[:1], "shuffle", n_episodes=1)
+    assert {r["experiment"] for r in rows} == {"pi"}
+    assert robustness.run_labels(copies) == ["results/cartpole_pi/pi", "old/cartpole_pi/pi"]
+
+
+def test_grid_runs_shuffle_and_mask_whole_cells(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # DoorKey's (3, 7, 7) view: a relational model's tokens are the 49 cells, so those move
+    # (or are masked), each with its object, colour and state, never the 3 channels.
+    run = zoo.load(trained(tmp_path_factory, "doorkey_tiny_s0", "doorkey", **TINY_DOORKEY))
+    raw_env = factory.make_env_fn(run.config)()
+    raw, _ = raw_env.reset(seed=4)
+    raw_env.close()
+    cells = raw.transpose(1, 2, 0).reshape(49, 3)
+    shuffle, occlusion = (parse_sweep(s).conditions[-1] for s in ("shuffle", "occlusion=0.5"))
+    changed, extra, _ = _prepare(run.config, shuffle, True)
+    env = factory.make_env_fn(changed, extra_wrappers=extra)()
+    obs, info = env.reset(seed=4)
+    env.close()
+    assert obs.shape == (3, 7, 7) and info["permutation"].shape == (49,)
+    np.testing.assert_array_equal(obs.transpose(1, 2, 0).reshape(49, 3), cells[info["permutation"]])
+    changed, extra, _ = _prepare(run.config, occlusion, True)
+    env = factory.make_env_fn(changed, extra_wrappers=extra)()
+    obs, info = env.reset(seed=4)
+    env.close()
+    masked = np.setdiff1d(np.arange(49), info["kept"])
+    assert obs.shape == (3, 7, 7) and len(masked) == 25
+    tokens = obs.transpose(1, 2, 0).reshape(49, 3)
+    assert not tokens[masked].any()
+    np.testing.assert_array_equal(tokens[info["kept"]], cells[info["kept"]])
+    # ... and the agent plays every cell, the notes saying what moved
+    rows = by_condition(run_sweep([run], "shuffle", n_episodes=1))
+    rows.update(by_condition(run_sweep([run], "occlusion=0.5", n_episodes=1)))
+    assert all(r["n_episodes"] == 1 for r in rows.values())
+    assert rows["shuffled"]["note"] == "shuffled: the 49 cells of the 7x7 view, whole"
+    assert rows["occlusion 0.5"]["note"].startswith("masked as unseen (0): the 49 cells")
+    assert rows["as is"]["note"] == ""
 
 
 def test_regression_sweep(pi_run: zoo.Run) -> None:

@@ -9,7 +9,8 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 import pytest
-from _zoo import TINY_DOORKEY, trained
+import yaml
+from _zoo import TINY_DOORKEY, git_changes, tracked_copy, trained
 from PIL import Image
 
 import zoo
@@ -45,17 +46,66 @@ def test_doorkey_figure_shows_agent_key_and_door(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = trained(tmp_path_factory, "doorkey_tiny_s0", "doorkey", seed=0, **TINY_DOORKEY)
-    calls = spy(monkeypatch, "doorkey_attention_figure")
+    figures = spy(monkeypatch, "plot_grid_attention")
+    frames = spy(monkeypatch, "doorkey_frame")
+    inputs = spy(monkeypatch, "model_attention")
     paths = run_maps(run, out_dir=tmp_path)
-    assert paths == [tmp_path / "attention_doorkey.png"]
+    # the egocentric figure of every grid run, and the book's name for DoorKey's
+    assert paths == [tmp_path / "attention_egocentric.png", tmp_path / "attention_doorkey.png"]
     width, height = assert_png(paths[0])
     assert width > 500 and height > 500  # 3 nodes x 3 heads
-    obs, grid = calls[0]["args"][1:3]
-    assert set(doorkey_nodes(grid)) == {"agent", "key", "door"}
+    grid = frames[0]["args"][0]
+    assert set(figures[0]["args"][1]) == {"agent", "key", "door"}
+    assert figures[0]["args"][1] == doorkey_nodes(grid) and figures[0]["transpose"]
     # the raw grid of the very observation drawn (the env scales its view by the max)
+    obs = inputs[0]["args"][1][0]
     np.testing.assert_allclose(obs, grid / grid.max(), rtol=1e-6)
     # Default folder: the run's own; "last" loads the final model.
-    assert run_maps(run, which="last") == [run / "attention_doorkey.png"]
+    assert run_maps(run, which="last")[1] == run / "attention_doorkey.png"
+
+
+def test_a_run_folder_under_version_control_is_left_as_it_is(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained(tmp_path_factory, "doorkey_tiny_s0", "doorkey", seed=0, **TINY_DOORKEY)
+    repo = tmp_path / "repo"
+    tracked = tracked_copy(run, repo)
+    monkeypatch.chdir(repo)
+    paths = run_maps(tracked)
+    assert [p.parent for p in paths] == [Path("runs/results/doorkey/pi")] * 2
+    assert git_changes(repo) == "" and not list(tracked.glob("*.png"))
+
+
+def test_every_egocentric_grid_run_gets_the_egocentric_figure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A relational PPO on MiniGrid-Empty-8x8 (no "DoorKey" in its id): the 7x7 attention over
+    # the agent's own view, not stretched over the whole top-down render.
+    body = {
+        "algo": "ppo",
+        "env": "MiniGrid-Empty-8x8-v0",
+        "env_kwargs": {"max_steps": 30},
+        "env_wrapper": ["EgocentricGridObservation"],
+        "policy": "MlpPolicy",
+        "policy_kwargs": {"features_extractor_class": "relational"},
+        "n_timesteps": 64,
+        "n_steps": 32,
+        "batch_size": 32,
+        "n_epochs": 1,
+        "eval": {"final_episodes": 1},
+    }
+    config = tmp_path / "empty.yml"
+    config.write_text(yaml.safe_dump({"empty": body}))
+    run = zoo.train(config, root=tmp_path / "runs").path
+    figures = spy(monkeypatch, "plot_grid_attention")
+    saliency = spy(monkeypatch, "saliency_figure")
+    assert run_maps(run, out_dir=tmp_path / "maps") == [tmp_path / "maps/attention_egocentric.png"]
+    assert_png(tmp_path / "maps/attention_egocentric.png", min_bytes=5_000)
+    assert not saliency
+    (call,) = figures
+    assert call["args"][0].shape == (3, 49, 49) and call["grid_shape"] == (7, 7)
+    assert call["transpose"] and call["frame"].shape == (7 * 16, 7 * 16, 3)
+    assert "agent" in call["args"][1]
 
 
 def test_atari_non_local_saliency_per_layer(

@@ -16,6 +16,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.save_util import load_from_zip_file
 
 import zoo
+import zoo.cli
 from zoo.config import ConfigError
 
 # A cheap on-policy config: 2 envs x 32 steps = 64 per rollout, so 200 steps end at 256.
@@ -449,3 +450,140 @@ def test_an_evaluation_cut_by_ctrl_c_runs_again_on_resume(
 def test_evaluate_checks_the_episode_count_first(tmp_path: Path, bad: Any) -> None:
     with pytest.raises(ConfigError, match="number of test episodes must be a positive integer"):
         zoo.evaluate(tmp_path / "no-run", n_episodes=bad)
+
+
+# --- a start cut short ------------------------------------------------------------------------
+
+
+def _file_size_limit(limit: int) -> Any:
+    """A ``preexec_fn``: writes past ``limit`` bytes fail (EFBIG), as on a full disk."""
+    import resource
+    import signal
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+@pytest.mark.parametrize("where", ["root", "run-dir"])
+def test_a_full_disk_at_start_leaves_no_half_run_folder(tmp_path: Path, where: str) -> None:
+    """The run's first file (config.yml) does not fit: the start leaves neither a folder
+    (under --root) nor a file (in the --run-dir folder the user made), so the same command
+    starts the run afterwards."""
+    import subprocess
+    import sys
+
+    config = write_config(tmp_path, "cartppo", {**CARTPOLE_PPO, "n_timesteps": 64})
+    target = ["--root", str(tmp_path / "runs")]
+    if where == "run-dir":
+        (tmp_path / "run").mkdir()
+        target = ["--run-dir", str(tmp_path / "run")]
+    argv = ["train", str(config), *target, "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cut = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        preexec_fn=_file_size_limit(200),  # run.lock's 80 bytes fit, config.yml does not
+    )
+    assert cut.returncode != 0 and "File too large" in cut.stderr
+    if where == "root":
+        assert list((tmp_path / "runs").rglob("*")) == [tmp_path / "runs" / "cartppo"]
+    else:
+        assert list((tmp_path / "run").iterdir()) == []
+    assert zoo.cli.main(argv) == 0
+
+
+def test_a_folder_left_with_only_a_dead_runs_lock_is_taken_over(tmp_path: Path) -> None:
+    """A start killed outright (SIGKILL) before its first file leaves run.lock alone; --run-dir
+    takes such a folder over, unless a live process holds the lock."""
+    import signal
+    import subprocess
+    import sys
+
+    from zoo.runs import RunLock
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    code = (
+        f"from zoo.runs import RunLock; import os; RunLock({str(run_dir)!r}).acquire(); "
+        f"os.kill(os.getpid(), {int(signal.SIGKILL)})"
+    )
+    subprocess.run([sys.executable, "-c", code], check=False)
+    assert [p.name for p in run_dir.iterdir()] == ["run.lock"]
+    with pytest.raises(FileNotFoundError, match="--run-dir` takes it over"):
+        zoo.resume(run_dir)
+    config = write_config(tmp_path, "cartppo", {**CARTPOLE_PPO, "n_timesteps": 64})
+    with RunLock(run_dir), pytest.raises(ConfigError, match="exists and is not empty"):
+        zoo.train(config, run_dir=run_dir)
+    assert zoo.train(config, run_dir=run_dir).status["state"] == "finished"
+
+
+# --- a refused resume -------------------------------------------------------------------------
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+class StopAfter:
+    """A CMA-ES or APG callback: Ctrl-C after ``n`` generations or updates."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __call__(self, record: dict[str, Any]) -> bool:
+        self.n -= 1
+        if self.n <= 0:
+            raise KeyboardInterrupt
+        return True
+
+
+@pytest.mark.parametrize("algo", ["ppo", "cmaes", "apg"])
+def test_a_refused_resume_leaves_the_run_folder_byte_identical(tmp_path: Path, algo: str) -> None:
+    """An interrupted run whose checkpoint holds a pickle that would create a marker file:
+    ``--resume`` refuses it (exit 2, one line) and changes no byte of the folder: not
+    status.json (it used to say ``failed``), metrics.csv, logs/ or monitor/."""
+    from test_security import payload
+
+    marker = tmp_path / "pwned"
+    if algo == "ppo":
+        body = {**CARTPOLE_PPO, "normalize": True, "save_freq": 64}
+        with pytest.raises(KeyboardInterrupt):
+            zoo.train(
+                write_config(tmp_path, "cut", body), root=tmp_path, callbacks=[InterruptAt(150)]
+            )
+        path = only_run_dir(tmp_path, "cut")
+        (path / "checkpoints" / "last_vecnormalize.pkl").write_bytes(payload(marker))
+    elif algo == "apg":
+        with pytest.raises(KeyboardInterrupt):
+            zoo.train("cartpole_pi_hold", budget="smoke", root=tmp_path, callbacks=[StopAfter(3)])
+        path = only_run_dir(tmp_path, "cartpole_pi_hold")
+        (path / "checkpoints" / "apg.pt").write_bytes(payload(marker))
+    else:
+        body = {
+            "algo": "cmaes",
+            "env": "attn_envs/CartPoleSwingUpHarder-v0",
+            "policy": "fnn",
+            "n_generations": 10,
+            "population": 8,
+            "repeats": 1,
+            "max_episode_steps": 50,
+            "eval": {"freq": 1, "n_episodes": 1, "final_episodes": 1},
+        }
+        with pytest.raises(KeyboardInterrupt):
+            zoo.train(write_config(tmp_path, "cut", body), root=tmp_path, callbacks=[StopAfter(2)])
+        path = only_run_dir(tmp_path, "cut")
+        (state,) = (path / "checkpoints").glob("cma_state-*.npz")
+        state.write_bytes(payload(marker))
+    assert zoo.load(path).status["state"] == "interrupted"
+    before = _snapshot(path)
+    assert zoo.cli.main(["train", "--resume", str(path), "--no-progress"]) == 2
+    assert not marker.exists()
+    after = _snapshot(path)
+    assert sorted(after) == sorted(before)
+    assert [name for name in before if after[name] != before[name]] == []

@@ -89,3 +89,52 @@ def test_a_checkpoint_cut_midway_keeps_the_previous_one(
     monkeypatch.undo()
     save_checkpoint(model, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.zip", "last_replay_buffer-80.npz"]
+
+
+def test_a_checkpoint_keeps_the_logger_values_not_yet_dumped(tmp_path: Path) -> None:
+    """The values SB3 writes at its next dump travel in ``last.zip``, as plain JSON; an
+    entry that is anything else is refused, naming the file."""
+    import json
+    import zipfile
+
+    from stable_baselines3.common.logger import configure
+
+    model = _dqn(steps=40)
+    model.logger.dump()  # what learn left pending is not this test's
+    model.logger.record("train/loss", np.float32(0.25))
+    model.logger.record("train/n_updates", 5, exclude="tensorboard")
+    model.logger.record_mean("rollout/mean", 1.0)
+    model.logger.record_mean("rollout/mean", 2.0)
+    model.logger.record("note", "text is no metric")
+    save_checkpoint(model, tmp_path)
+    fresh = configure(None, [])
+    sb3_state.restore_logger(fresh, sb3_state.read_logger_state(tmp_path / "last.zip"))
+    assert dict(fresh.name_to_value) == {
+        "train/loss": 0.25,
+        "train/n_updates": 5,
+        "rollout/mean": 1.5,
+    }
+    assert fresh.name_to_count["rollout/mean"] == 2
+    assert fresh.name_to_excluded["train/n_updates"] == ("tensorboard",)
+
+    with zipfile.ZipFile(tmp_path / "last.zip", "a") as archive:
+        archive.writestr(sb3_state.LOGGER_ENTRY, json.dumps({"values": {"a": "os.system"}}))
+    with pytest.raises(ConfigError, match=r"last\.zip: its zoo_logger\.json is not"):
+        sb3_state.read_logger_state(tmp_path / "last.zip")
+
+
+def test_a_buffer_is_checked_from_its_headers_against_a_shrunk_buffer(tmp_path: Path) -> None:
+    """``check_replay_buffer`` (a resume's check before it writes) reads no array: a shrunk
+    buffer of the same run passes, one of another env is refused, as is an object array."""
+    sb3_state.save_replay_buffer(_dqn(steps=30).replay_buffer, tmp_path / "buffer.npz")
+    shrunk = DQN("MlpPolicy", "CartPole-v1", buffer_size=10, policy_kwargs={"net_arch": [8]})
+    sb3_state.check_replay_buffer(shrunk.replay_buffer, tmp_path / "buffer.npz")
+    other = DQN("MlpPolicy", "Acrobot-v1", buffer_size=10, policy_kwargs={"net_arch": [8]})
+    with pytest.raises(ConfigError, match=r"buffer\.npz: observations is float32\(300, 1, 4\)"):
+        sb3_state.check_replay_buffer(other.replay_buffer, tmp_path / "buffer.npz")
+    with np.load(tmp_path / "buffer.npz") as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    arrays["actions"] = np.empty(arrays["actions"].shape, dtype=object)
+    np.savez(tmp_path / "objects.npz", **arrays)
+    with pytest.raises(ConfigError, match="actions is object"):
+        sb3_state.check_replay_buffer(shrunk.replay_buffer, tmp_path / "objects.npz")

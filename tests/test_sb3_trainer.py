@@ -129,3 +129,92 @@ def _write(tmp_path: Path, name: str, body: dict) -> Path:
     path = tmp_path / f"{name}.yml"
     path.write_text(yaml.safe_dump({name: body}))
     return path
+
+
+# --- Ctrl-C during a periodic evaluation ------------------------------------------------------
+
+# DQN on MountainCar: every evaluation episode lasts 200 steps, so the 30-episode evaluation at
+# step 300 takes seconds while a training step takes a millisecond.
+SLOW_EVAL_DQN = {
+    "algo": "dqn",
+    "env": "MountainCar-v0",
+    "policy": "MlpPolicy",
+    "n_timesteps": 320,
+    "learning_starts": 50,
+    "buffer_size": 1000,
+    "save_freq": 100,
+    "policy_kwargs": {"net_arch": [8]},
+    "eval": {"freq": 300, "n_episodes": 30, "final_episodes": 1},
+}
+# The logger's row at step 300 of an uninterrupted run: the evaluation and what SB3 recorded
+# since its last dump (the updates' figures and the exploration rate).
+EVAL_ROW = {
+    "eval/deterministic/mean_reward",
+    "train/loss",
+    "train/n_updates",
+    "train/learning_rate",
+    "rollout/exploration_rate",
+}
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_ctrl_c_during_an_evaluation_loses_no_logged_value(tmp_path: Path, signals: int) -> None:
+    """A real SIGINT (or two, 10 ms apart) lands inside the evaluation at step 300; after
+    ``--resume`` the step-300 row holds every value an uninterrupted run logs there, once."""
+    import signal
+    import time
+
+    from _train_process import TrainProcess
+
+    run_dir = tmp_path / "run"
+    job = TrainProcess([str(_write(tmp_path, "slow", SLOW_EVAL_DQN)), "--run-dir", str(run_dir)])
+    job.wait_for_step(299)
+    job.wait_quiet(0.5)  # step 300's evaluation: no line until it ends
+    for i in range(signals):
+        time.sleep(0.01 * i)
+        job.signal(signal.SIGINT)
+    code, err = job.finish()
+    assert code == 130, err
+    assert not (run_dir / "evaluations.json").exists(), "the SIGINT missed the evaluation"
+    if signals == 1:
+        assert read_counters(run_dir / "checkpoints" / "last.zip")["num_timesteps"] == 300
+    zoo.resume(run_dir)
+    table = read_metrics(run_dir)
+    at_300 = table["metric"][table["step"] == 300].tolist()
+    assert set(at_300) >= EVAL_ROW
+    assert len(at_300) == len(set(at_300))  # and none twice
+
+
+def test_an_on_policy_resume_logs_every_row_an_uninterrupted_run_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PPO's update figures wait in the logger until the next dump (here the evaluation at
+    step 100, inside the rollout after the update at 64). Interrupted in that evaluation, the
+    run goes back to step 64; the resumed run must log the same (step, metric) rows."""
+    import zoo.evaluation
+
+    plain = zoo.train(config(tmp_path), root=tmp_path / "plain")
+    real, calls = zoo.evaluation.evaluate_modes, []
+
+    def cut_once(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:  # the evaluation at step 100
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(zoo.evaluation, "evaluate_modes", cut_once)
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(config(tmp_path), root=tmp_path / "cut")
+    (path,) = (tmp_path / "cut" / "cartppo").iterdir()
+    assert read_counters(path / "checkpoints" / "last.zip")["num_timesteps"] == 64
+    zoo.resume(path)
+
+    def rows(run: Path) -> list[tuple[float, str]]:
+        table = read_metrics(run)
+        keep = [not m.startswith(("episode_", "time/")) for m in table["metric"]]
+        return sorted(
+            zip(table["step"][keep].tolist(), table["metric"][keep].tolist(), strict=True)
+        )
+
+    assert (100.0, "train/loss") in rows(plain.path)
+    assert rows(path) == rows(plain.path)

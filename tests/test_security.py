@@ -190,7 +190,7 @@ def test_dqn_replay_buffer_class_must_be_a_replay_buffer(tmp_path: Path) -> None
         "env": "CartPole-v1",
         "policy": "MlpPolicy",
         "n_timesteps": 10,
-        "replay_buffer_class": "os:system",
+        "replay_buffer_class": "stable_baselines3.common.save_util:load_from_pkl",
     }
     with pytest.raises(ConfigError, match="not a subclass of ReplayBuffer"):
         zoo.train(write_config(tmp_path, "evil", body), root=tmp_path / "runs")
@@ -222,6 +222,156 @@ def test_unsafe_yaml_tags_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unsafe or unknown YAML tag"):
         zoo.train(evil, root=tmp_path / "runs")
     assert not marker.exists()
+
+
+# --- issue 46: no code from an attribute path, a teacher pickle or a named module ------------
+
+LOADER = "stable_baselines3.common.policies:BasePolicy.load"  # torch.load(weights_only=False)
+
+
+def stderr_line(capsys: pytest.CaptureFixture[str]) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attn-zoo: error:"), lines
+    return lines[0]
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("how", ["config", "--set", "--ray"])
+def test_an_es_policy_classmethod_never_loads_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    marker, evil = tmp_path / "pwned", tmp_path / "evil.pt"
+    evil.write_bytes(payload(marker))
+    body = dict(CMAES_FNN)
+    if how == "config":
+        body.update(policy=LOADER, policy_kwargs={"path": str(evil)})
+    args = ["train", str(write_config(tmp_path, "evil", body)), "--root", str(tmp_path / "runs")]
+    if how != "config":
+        args += ["--set", f"policy={LOADER}", f"policy_kwargs.path={evil}"]
+    if how == "--ray":
+        args.append("--ray")
+    assert zoo.cli.main([*args, "--no-progress"]) == 2
+    assert f"policy '{LOADER}' names an attribute of 'BasePolicy'" in stderr_line(capsys)
+    assert not marker.exists() and not (tmp_path / "runs").exists()
+
+
+@pytest.fixture(scope="module")
+def es_trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("es")
+    return zoo.train(write_config(folder, "es", CMAES_FNN), root=folder / "runs").path
+
+
+@pytest.mark.parametrize("command", ["evaluate", "maps", "resume"])
+def test_a_shared_es_run_pointing_a_loader_at_its_own_model_is_refused_untouched(
+    es_trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(es_trained, run_dir)
+    marker = tmp_path / "pwned"
+    (run_dir / "best_model.pt").write_bytes(payload(marker))
+    config = yaml.safe_load((run_dir / "config.yml").read_text())
+    next(iter(config.values())).update(
+        policy=LOADER, policy_kwargs={"path": str(run_dir / "best_model.pt")}
+    )
+    (run_dir / "config.yml").write_text(yaml.safe_dump(config))
+    status = json.loads((run_dir / "status.json").read_text())
+    (run_dir / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+    before = folder_bytes(run_dir)
+    args = {"evaluate": ["evaluate"], "maps": ["maps"], "resume": ["train", "--resume"]}[command]
+    assert zoo.cli.main([*args, str(run_dir)]) == 2
+    assert "never an attribute" in stderr_line(capsys)
+    assert not marker.exists() and folder_bytes(run_dir) == before
+
+
+BC_ZIP_TEACHER: dict[str, Any] = {
+    "algo": "bc",
+    "env": "CartPole-v1",
+    "teacher_algo": "ppo",
+    "n_timesteps": 64,
+    "policy_kwargs": {"net_arch": [8]},
+    "epochs": 1,
+    "batch_size": 32,
+    "eval": {"freq": 0, "final_episodes": 2},
+}
+
+
+def test_a_pickled_bc_teacher_loads_only_when_the_command_line_trusts_it(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker, teacher = tmp_path / "pwned", tmp_path / "teacher.zip"
+    shutil.copy(trained / "model.zip", teacher)
+    poison_zip(teacher, marker)
+    body = {**BC_ZIP_TEACHER, "teacher": str(teacher)}
+    config, root = write_config(tmp_path, "bc", body), tmp_path / "runs"
+    assert zoo.cli.main(["train", str(config), "--root", str(root)]) == 2
+    assert f"add --trust-teacher {teacher}" in stderr_line(capsys)
+    assert not marker.exists() and not root.exists()
+    # The same teacher as a run folder is rebuilt from its config (tensors only): no trust needed.
+    folder = tmp_path / "teacher_run"
+    shutil.copytree(trained, folder)
+    for model in folder.glob("*model.zip"):
+        poison_zip(model, marker)
+    body_folder = {**BC_ZIP_TEACHER, "teacher": str(folder)}
+    run = zoo.train(write_config(tmp_path, "bc_folder", body_folder), root=root)
+    assert run.status["state"] == "finished" and not marker.exists()
+    with pytest.raises(Exception):  # named on the command line, it is unpickled: the payload runs
+        zoo.train(config, root=root, trust_teacher=[teacher])
+    assert marker.exists()
+    marker.unlink()
+    (failed,) = (root / "bc").iterdir()  # its config.yml names the teacher: still not trusted
+    before = folder_bytes(failed)
+    with pytest.raises(ConfigError, match="--trust-teacher"):
+        zoo.resume(failed)
+    assert not marker.exists() and folder_bytes(failed) == before
+
+
+def test_teacher_statistics_are_npz_arrays_or_a_trusted_pickle(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker, pickled = tmp_path / "pwned", tmp_path / "vecnormalize.pkl"
+    pickled.write_bytes(payload(marker))
+    teacher = trained / "model.zip"
+    body = {**BC_ZIP_TEACHER, "teacher": str(teacher), "teacher_vecnormalize": str(pickled)}
+    config, root = write_config(tmp_path, "bc", body), tmp_path / "runs"
+    args = ["train", str(config), "--root", str(root), "--trust-teacher", str(teacher)]
+    assert zoo.cli.main(args) == 2  # the .zip is trusted, its statistics pickle is not
+    line = stderr_line(capsys)
+    assert f"statistics file (give .npz arrays) {pickled} is a pickle" in line
+    assert not marker.exists() and not root.exists()
+    with pytest.raises(Exception):
+        zoo.train(config, root=root, trust_teacher=[teacher, pickled])
+    assert marker.exists()
+    npz = {**body, "teacher_vecnormalize": str(trained / "vecnormalize.npz")}
+    run = zoo.train(write_config(tmp_path, "bc", npz), root=root, trust_teacher=[teacher])
+    assert run.status["state"] == "finished"
+
+
+def test_a_module_a_config_names_is_imported_only_with_allow_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zoo.registry import ALLOW_IMPORT_ENV
+
+    marker, name = tmp_path / "imported", "evil_env_module_46"
+    (tmp_path / f"{name}.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(ALLOW_IMPORT_ENV, "")
+    monkeypatch.delitem(__import__("sys").modules, name, raising=False)
+    root = tmp_path / "runs"
+    for change in (
+        {"env": f"{name}:CartPole-v1"},
+        {"env_wrapper": [f"{name}:Wrapper"]},
+        {"policy_kwargs": {"net_arch": [8], "activation_fn": f"{name}:Tanh"}},
+    ):
+        config = write_config(tmp_path, "evil", {**CARTPOLE_PPO, **change})
+        assert zoo.cli.main(["train", str(config), "--root", str(root)]) == 2
+        assert f"if you trust '{name}', add --allow-import {name}" in stderr_line(capsys)
+        assert not marker.exists() and not root.exists()
+    config = write_config(tmp_path, "ok", {**CARTPOLE_PPO, "env": f"{name}:CartPole-v1"})
+    assert zoo.cli.main(["train", str(config), "--root", str(root), "--allow-import", name]) == 0
+    assert marker.exists()
 
 
 # -- issue 46, items 5-8: bombs, symlinks, the Ray address and memory (sec-dos) -----------

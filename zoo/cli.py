@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -13,8 +14,9 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, TextIO
 
 # Only light modules here: torch, SB3 and gymnasium load inside the commands that use them,
 # so `attn-zoo --help` answers at once.
@@ -28,19 +30,41 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
     for name, path in sorted(list_experiments().items()):
         raw = read_family(path)[name]
-        n_cells = len(load_runs(name, budget=args.budget)) if args.cells else None
+        n_cells = len(load_runs(name, budget=_budget(name, args.budget))) if args.cells else None
         cells = f"  [{n_cells} runs]" if n_cells else ""
         print(f"{name:28s} {raw.get('algo', ''):12s} {raw.get('description', '')}{cells}")
     return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    runs = load_runs(args.name, budget=args.budget, overrides=parse_overrides(args.set))
+    from zoo.trainers import get_trainer
+
+    budget = _budget(args.name, args.budget)
+    runs = load_runs(args.name, budget=budget, overrides=parse_overrides(args.set))
+    with _quiet_native_stderr():  # an emulator's banner is no part of a config
+        for run in runs[: args.limit]:
+            get_trainer(run.algo).probe(run)  # as `train` checks it: env and model built once
     for run in runs[: args.limit]:
         print(run.to_yaml())
     if len(runs) > args.limit:
         print(f"# ... and {len(runs) - args.limit} more runs ({len(runs)} in all)")
     return 0
+
+
+@contextlib.contextmanager
+def _quiet_native_stderr() -> Iterator[None]:
+    """Drop what native code writes to file descriptor 2 (ALE's banner) in this block;
+    Python's own errors still reach the user through the exception."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _interrupt_on_signals() -> None:
@@ -75,8 +99,29 @@ def _run_size(run: RunConfig) -> tuple[int, str]:
     return steps, f"{steps:,} steps"
 
 
+DEFAULT_BUDGET = "cpu"
+"""The budget when none is given: hours on a laptop's CPU, not the papers' days (``full``);
+a config without a ``cpu`` budget runs as written (``full``)."""
+BUDGET_HELP = (
+    f"smoke (seconds), cpu (hours on a laptop) or full (the papers' runs); default "
+    f"{DEFAULT_BUDGET}, or full for a config that has no {DEFAULT_BUDGET} budget"
+)
+
+
+def _budget(name: str | Path, given: str | None) -> str:
+    """``given``, else :data:`DEFAULT_BUDGET` where the experiment defines it, else full."""
+    if given is not None:
+        return given
+    from zoo.config import find_experiment
+
+    raw = find_experiment(name)[1]
+    budgets = raw.get("budgets") if isinstance(raw, dict) else None
+    return DEFAULT_BUDGET if isinstance(budgets, dict) and DEFAULT_BUDGET in budgets else "full"
+
+
 def _plan(name: str, runs: list[RunConfig], budget_given: bool, yes: bool) -> None:
-    """Say how much work starts; a multi-run grid at the default budget needs consent."""
+    """Say how much work starts (the first line of every train command); a multi-run grid at
+    the default budget needs consent."""
     steps = sum(_run_size(r)[0] for r in runs)
     lengths = sorted({_run_size(r)[1] for r in runs})
     each = lengths[0] if len(lengths) == 1 else f"{lengths[0]} to {lengths[-1]}"
@@ -86,12 +131,62 @@ def _plan(name: str, runs: list[RunConfig], budget_given: bool, yes: bool) -> No
     if len(runs) > 1 and not budget_given and not yes:
         raise ConfigError(
             f"{name} at budget {budget} is {size}{total}; start them with --budget {budget} "
-            "(or --yes), use --budget smoke or cpu, or pick one cell with --set AXIS=VALUE"
+            "(or --yes), use --budget smoke, or pick one cell with --set AXIS=VALUE"
         )
-    print(f"{name}: budget {budget}, {size}{total}", flush=True)
+    default = "" if budget_given else " (the default; --budget smoke, cpu or full)"
+    print(f"{name}: budget {budget}{default}, {size}{total}", flush=True)
+
+
+class OutputClosed(KeyboardInterrupt):
+    """The reader of stdout or stderr left during ``train`` (``attn-zoo train ... | head``).
+
+    Raised in place of the write's ``BrokenPipeError`` so the run stops as on Ctrl-C: the
+    trainer saves its checkpoint and ``status.json`` says ``interrupted``, not ``failed``.
+    """
+
+
+class _Guarded:
+    """A text stream whose writes raise :class:`OutputClosed` when its reader has left."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError as err:
+            raise OutputClosed from err
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError as err:
+            raise OutputClosed from err
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _guarded_output() -> Iterator[None]:
+    """sys.stdout and sys.stderr as :class:`_Guarded` streams, for the length of a command."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Guarded(sys.stdout), _Guarded(sys.stderr)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    try:
+        with _guarded_output():
+            return _train(args)
+    except OutputClosed:
+        return _reader_gone(args)
+
+
+def _train(args: argparse.Namespace) -> int:
     import zoo
 
     command = "attn-zoo " + shlex.join(args.argv)
@@ -105,12 +200,14 @@ def _cmd_train(args: argparse.Namespace) -> int:
             if args.ray is not None:
                 raise ConfigError("--ray resumes a grid by running its train command again")
             _resolve_existing(Path(args.resume))
-            runs = [zoo.resume(args.resume, progress_bar=bar)]
+            handle = zoo.load(args.resume)
+            _plan(f"resuming {handle.path}", [handle.config], True, True)
+            runs = [zoo.resume(args.resume, progress_bar=bar, trust_teacher=args.trust_teacher)]
         else:
             if not args.name:
                 raise ConfigError("train needs an experiment NAME or PATH (or --resume RUN)")
             overrides = parse_overrides(args.set)
-            budget = args.budget or "full"
+            budget = _budget(args.name, args.budget)
             cells = load_runs(args.name, budget=budget, overrides=overrides, seed=args.seed)
             _plan(str(args.name), cells, args.budget is not None, args.yes)
             kwargs = dict(
@@ -120,6 +217,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 root=args.root,
                 progress_bar=bar,
                 command=command,
+                trust_teacher=args.trust_teacher,
             )
             if args.ray is not None:  # every cell a Ray task (zoo.ray_grid)
                 if args.run_dir:
@@ -136,12 +234,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 runs = [zoo.train(args.name, run_dir=args.run_dir, **kwargs)]
             else:
                 runs = zoo.train_all(args.name, **kwargs)
+    except OutputClosed:
+        raise
     except KeyboardInterrupt:
         folder = _train_folder(args)
-        where = shlex.quote(str(folder)) if folder else "RUN_FOLDER"
+        if folder is None or not (folder / "config.yml").is_file():  # stopped before a run began
+            print("\ninterrupted before a run folder was made; nothing to resume", file=sys.stderr)
+            return 130
         print(
             f"\ninterrupted: a checkpoint was saved; continue with "
-            f"`attn-zoo train --resume {where}`",
+            f"`attn-zoo train --resume {shlex.quote(str(folder))}`",
             file=sys.stderr,
         )
         return 130
@@ -271,16 +373,30 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from zoo.report import report
+
+    result = report(args.experiment, args.folders, out=args.out, plot=not args.no_plot)
+    print(result.table)
+    for path in result.written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def _cmd_robustness(args: argparse.Namespace) -> int:
-    from zoo.robustness import check_sweep, markdown, robustness_sweep
+    from zoo.outputs import output_folder
+    from zoo.robustness import check_sweep, markdown, not_played, robustness_sweep
 
     rescale = not args.no_rescale
+    runs = [resolve_run(run) for run in args.runs]  # RUN/latest as evaluate takes it
     # every spec against every run's env before the first episode
-    sweeps = [check_sweep(args.runs, spec, rescale) for spec in args.sweep]
-    out = Path(args.out) if args.out else Path(args.runs[0]) / "robustness"
+    sweeps = [check_sweep(runs, spec, rescale) for spec in args.sweep]
+    out = Path(args.out) if args.out else output_folder(runs[0]) / "robustness"
+    failed: list[tuple[str, dict]] = []
+    cells = 0
     for sweep in sweeps:
         rows = robustness_sweep(
-            args.runs,
+            runs,
             sweep,
             n_episodes=args.episodes,
             seed=args.seed,
@@ -292,6 +408,15 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
         print(markdown(rows))
         for suffix in ("csv", "md", "png"):
             print(out / f"{sweep.name}.{suffix}")
+        failed += [(sweep.name, row) for row in not_played(rows)]
+        cells += len(rows)
+    if failed:  # the tables say n/a; the exit status says it too
+        first = "; ".join(f"{r['experiment']}, {r['condition']}: {r['note']}" for _, r in failed)
+        print(
+            f"attn-zoo: {len(failed)} of {cells} cells could not be played: {first}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -313,6 +438,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 RUN_HELP = "run folder, or an experiment folder / FOLDER/latest for its latest run"
+OUT_NOTE = (
+    "the run folder; for a run folder under version control (git tracks files in it, e.g. "
+    "results/...) runs/<its path in the repository> under the current directory instead"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -324,21 +453,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="list the experiments in zoo/configs")
     p.add_argument("--cells", action="store_true", help="count the runs each matrix expands to")
-    p.add_argument("--budget", default="full")
+    p.add_argument("--budget", help=BUDGET_HELP)
     p.set_defaults(func=_cmd_list)
 
     p = sub.add_parser("show", help="print the resolved config of an experiment")
     p.add_argument("name", help="experiment name, YAML path or run folder")
-    p.add_argument("--budget", default="full", help="smoke, cpu or full")
+    p.add_argument("--budget", help=BUDGET_HELP)
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
-    p.add_argument("--limit", type=int, default=3, help="runs to print for a matrix")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=3,
+        help="runs to print for a matrix; each printed run is checked as `train` checks it",
+    )
     p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("train", help="train an experiment (every matrix cell) or resume a run")
     p.add_argument("name", nargs="?", help="experiment name, YAML path or run folder")
     p.add_argument(
         "--budget",
-        help="smoke, cpu or full (default full; a grid of several runs needs it said, or --yes)",
+        help=f"{BUDGET_HELP}; a grid of several runs needs it said, or --yes. The first line "
+        "printed says the budget and the size of what starts",
     )
     p.add_argument("--yes", action="store_true", help="start every cell of a full grid")
     p.add_argument("--seed", type=int)
@@ -376,6 +511,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also plot the curves and attention figures into each run folder",
     )
+    p.add_argument(
+        "--trust-teacher",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="load this pickled BC teacher file (an SB3 .zip, a VecNormalize .pkl): "
+        "unpickling runs its code, so only if you trust it (repeatable)",
+    )
     p.set_defaults(func=_cmd_train)
 
     p = sub.add_parser("evaluate", help="evaluate a trained run on its test episodes")
@@ -395,7 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("record", help="record a video, with attention where the model has one")
     p.add_argument("run", help=RUN_HELP)
-    p.add_argument("--out", help="video file (default RUN/video.mp4)")
+    p.add_argument("--out", help=f"video file (default video.mp4 in {OUT_NOTE})")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--which", default="best", choices=["best", "last"])
     p.add_argument("--seed", type=int, default=0)
@@ -408,8 +551,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--x", default="steps", choices=["steps", "time"])
     p.set_defaults(func=_cmd_plot)
 
-    p = sub.add_parser("robustness", help="test a trained run under perturbations (tables)")
-    p.add_argument("runs", nargs="+", help="run folders (several: one row each)")
+    p = sub.add_parser("report", help="summary table and curves of an experiment E1-E8")
+    p.add_argument("experiment", help="E1 ... E8 or its name (mnist, doorkey, ...)")
+    p.add_argument("folders", nargs="*", help="run folders, one row each (default: results/)")
+    p.add_argument("--out", help="output folder (default results/<experiment>/report)")
+    p.add_argument("--no-plot", action="store_true", help="the table only, no curves")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser(
+        "robustness",
+        help="test a trained run under perturbations (tables)",
+        description="Test trained runs under perturbations: one table per --sweep. Exit "
+        "status 1 when a cell could not be played (the agent cannot take the condition: "
+        "n/a in the table, the reason in its notes and on stderr).",
+    )
+    p.add_argument("runs", nargs="+", help=f"{RUN_HELP} (several: one row each, named by folder)")
     p.add_argument(
         "--sweep",
         action="append",
@@ -420,7 +576,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, help="episodes per cell (default eval.final_episodes)")
     p.add_argument("--seed", type=int, help="test seed (default eval.test_seed)")
     p.add_argument("--which", default="best", choices=["best", "last"])
-    p.add_argument("--out", help="folder for the tables (default RUN/robustness)")
+    p.add_argument(
+        "--out", help=f"folder for the tables (default robustness/ in {OUT_NOTE}; first RUN)"
+    )
     p.add_argument(
         "--fresh",
         action="store_true",
@@ -431,7 +589,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("maps", help="attention figures of a trained run")
     p.add_argument("run", help=RUN_HELP)
-    p.add_argument("--out", help="folder for the PNGs (default: the run folder)")
+    p.add_argument("--out", help=f"folder for the PNGs (default {OUT_NOTE})")
     p.add_argument("--which", default="best", choices=["best", "last"])
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_maps)
@@ -443,6 +601,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run folder to write (default runs/<experiment>/imported-<time>)")
     p.add_argument("--root", default="runs", help="where the default run folder goes")
     p.set_defaults(func=_cmd_import)
+    for p in sub.choices.values():
+        p.add_argument(
+            "--allow-import",
+            action="append",
+            default=[],
+            metavar="PKG",
+            help="let configs import this package too (its code runs; repeatable)",
+        )
     return parser
 
 
@@ -480,10 +646,15 @@ def _internal_error(err: BaseException, args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    program = argv is None  # the program itself, not a caller in Python
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
     try:
+        if args.allow_import:  # the person running says so; a config never can
+            from zoo.registry import allow_imports
+
+            allow_imports(args.allow_import)
         return int(args.func(args) or 0)
     except USER_ERRORS as err:
         print(f"attn-zoo: error: {_one_line(err)}", file=sys.stderr)
@@ -497,6 +668,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_gone(args)
     except Exception as err:
         return _internal_error(err, args)
+    finally:
+        if program:  # its exit status is decided
+            _ignore_interrupts()
+
+
+def _ignore_interrupts() -> None:
+    """Ignore SIGINT and SIGTERM from now on: the interpreter's shutdown takes a while
+    (torch's finalisers) and restores the default handlers, so a second Ctrl-C then would
+    kill the process by the signal (exit -2) instead of the status the command returned
+    (130 for the first one)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _stdout_reader_gone() -> bool:
@@ -518,10 +701,29 @@ def _reader_gone(args: argparse.Namespace) -> int:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     folder = _train_folder(args) if args.command == "train" else None
-    if folder:
+    if folder and _stopped(folder):
         resume = f"attn-zoo train --resume {shlex.quote(str(folder))}"
-        print(f"attn-zoo: stdout closed; to resume: {resume}", file=sys.stderr)
+        try:
+            print(f"attn-zoo: stdout closed; to resume: {resume}", file=sys.stderr, flush=True)
+        except BrokenPipeError:  # `2>&1 | head`: stderr left too; status.json has the hint
+            os.dup2(devnull, sys.stderr.fileno())
     return 128 + 13  # SIGPIPE's exit status
+
+
+def _stopped(folder: Path) -> bool:
+    """Whether the run in ``folder`` was interrupted (not finished); if so its
+    ``status.json`` gets the resume command as ``reason``, for when no stderr shows it."""
+    from zoo.runs import load
+
+    try:
+        handle = load(folder)
+    except (OSError, ValueError):  # not a run folder (yet): nothing to resume
+        return False
+    if handle.status.get("state") != "interrupted":
+        return False
+    resume = f"attn-zoo train --resume {shlex.quote(str(folder))}"
+    handle.write_status(reason=f"output closed; to resume: {resume}")
+    return True
 
 
 if __name__ == "__main__":

@@ -178,6 +178,7 @@ def load_runs(
         >>> runs[0].algo, runs[0].body["policy"], runs[0].body["n_timesteps"] <= 1000
         ('double_dqn', 'relational_dqn', True)
     """
+    from zoo.registry import check_env_ids
     from zoo.trainers import get_trainer
 
     name, raw, source = find_experiment(name_or_path)
@@ -203,6 +204,10 @@ def load_runs(
             raise ConfigError(f"{where}: {err}") from None
         run = RunConfig(name, tag, budget, cell, evaluation, source)
         check_keys(run, known)
+        try:  # gymnasium imports an id's "module:" part: an allowed module only
+            check_env_ids(cell, where)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         trainer.validate(run)
         check_ranges(run)
         runs.append(run)

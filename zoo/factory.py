@@ -36,7 +36,7 @@ from attn_envs.registration import make_args
 from attn_policies.atomic import atomic_write, make_folder
 from attn_policies.catalog import POLICIES
 from zoo.config import ConfigError, RunConfig, nearest
-from zoo.registry import resolve
+from zoo.registry import import_module, resolve
 
 WrapperSpec = tuple[str, dict[str, Any]]
 
@@ -132,9 +132,7 @@ def env_spec(env_id: str) -> Any:
     imported first to register it, e.g. ``pybullet_envs_gymnasium:AntBulletEnv-v0``)."""
     module, sep, name = env_id.rpartition(":")
     if sep and "/" not in module:
-        import importlib
-
-        importlib.import_module(module)
+        import_module(module, f"env {env_id!r}")  # an allowed module only (zoo.registry)
         env_id = name
     return gym.spec(env_id)
 

@@ -38,7 +38,7 @@ import os
 import shlex
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -251,12 +251,22 @@ def plan_grid(
 
 
 def _train_cell(
-    run: RunConfig, path: str, resume: bool, command: str, progress_every: float | None
+    run: RunConfig,
+    path: str,
+    resume: bool,
+    command: str,
+    progress_every: float | None,
+    trust_teacher: Sequence[str] = (),
+    allow_import: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The task body: train (or resume) one cell in its folder; its ``eval.json``."""
+    """The task body: train (or resume) one cell in its folder; its ``eval.json``.
+    ``allow_import``: the driver's ``--allow-import`` packages (a remote node lacks its
+    environment)."""
     import zoo
     from zoo import progress
+    from zoo.registry import allow_imports
 
+    allow_imports(allow_import)
     folder = Path(path)
     host = socket.gethostname()
     if not folder.is_dir():
@@ -265,7 +275,11 @@ def _train_cell(
             "filesystem every Ray node shares (e.g. NFS), or run on one machine"
         )
     progress.configure(on=progress_every is not None, every=progress_every or 30.0)
-    handle = zoo.resume(folder) if resume else zoo.train(run, run_dir=folder, command=command)
+    handle = (
+        zoo.resume(folder, trust_teacher=trust_teacher)
+        if resume
+        else zoo.train(run, run_dir=folder, command=command, trust_teacher=trust_teacher)
+    )
     return handle.eval
 
 
@@ -352,6 +366,7 @@ def run_grid(
     progress_every: float | None = None,
     init_kwargs: Mapping[str, Any] | None = None,
     stream: TextIO | None = None,
+    trust_teacher: Sequence[str | Path] = (),
 ) -> GridResult:
     """Train every matrix cell of an experiment as a Ray task; finished cells are skipped.
 
@@ -367,6 +382,7 @@ def run_grid(
         progress_every: seconds between the workers' progress lines (``None``: none).
         init_kwargs: more ``ray.init`` arguments.
         stream: where the driver reports each cell (default ``sys.stdout``; ``None`` there).
+        trust_teacher: as for :func:`zoo.train` (checked here, before any folder is made).
 
     Returns:
         A :class:`GridResult`; check ``.ok`` (failed cells are listed, not raised).
@@ -377,7 +393,8 @@ def run_grid(
         KeyboardInterrupt: after cancelling the tasks, which save a checkpoint; run the
             same call again to resume.
     """
-    from zoo.runs import new_run_dir
+    from zoo.registry import ALLOWED_IMPORTS, allowed_imports
+    from zoo.runs import check_trusted, new_run_dir
     from zoo.trainers import get_trainer
 
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
@@ -387,7 +404,10 @@ def run_grid(
     todo = [cell for cell in cells if cell.state != "skipped"]
     options = {id(cell): cell_resources(cell.run) for cell in todo}
     address = cluster_address(ray_address)
+    trusted = [str(Path(f).resolve()) for f in trust_teacher]  # the same files on every node
+    extra_imports = [p for p in allowed_imports() if p not in ALLOWED_IMPORTS]
     for cell in todo:
+        check_trusted(cell.run, trusted)
         get_trainer(cell.run.algo).probe(cell.run)
     out = stream if stream is not None else sys.stdout
     command = command or shlex.join(sys.argv)
@@ -417,7 +437,7 @@ def run_grid(
             # retries are the driver's (it may pick a new folder), none inside Ray
             opts = {**options[id(cell)], "max_retries": 0, "retry_exceptions": False}
             ref = task.options(**opts).remote(
-                cell.run, str(cell.path), resume, command, progress_every
+                cell.run, str(cell.path), resume, command, progress_every, trusted, extra_imports
             )
             pending[ref] = cell
             say(

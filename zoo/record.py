@@ -34,6 +34,7 @@ from attn_policies.capture import attention_maps
 from attn_policies.saliency import attention_saliency
 from zoo import factory
 from zoo.config import require_int
+from zoo.outputs import output_folder
 from zoo.runs import Run, load
 from zoo.video import (
     TITLE_BAND,
@@ -92,6 +93,21 @@ def open_env(run: Run, which: str = "best", render: bool = True) -> VecEnv:
             venv = load_vecnormalize(venv, stats)  # statistics only: nothing is unpickled
         venv.training, venv.norm_reward = False, False
     return venv
+
+
+def egocentric(env: gym.Env | VecEnv) -> bool:
+    """Whether the (first) env's wrapper chain holds an ``EgocentricGridObservation``: its
+    observations are MiniGrid's egocentric view, with the raw grid in ``info``."""
+    from attn_envs.grid import EgocentricGridObservation
+
+    envs = getattr(getattr(env, "unwrapped", None), "envs", None)
+    current: Any = envs[0] if isinstance(env, VecEnv) and envs else env
+    while current is not None:
+        if isinstance(current, EgocentricGridObservation):
+            return True
+        inner = getattr(current, "env", None)
+        current = inner if inner is not current else None
+    return False
 
 
 def grab_frame(venv: VecEnv) -> np.ndarray | None:
@@ -179,11 +195,13 @@ def as_agent(model: Any, run: Any) -> Any:
     (with the run's ``action_fn``); SB3 models and BC students already have one."""
     if hasattr(model, "predict") or not isinstance(model, nn.Module):
         return model
-    from attn_policies.catalog import import_object
+    from zoo.registry import resolve_function
     from zoo.trainers.cmaes_trainer import run_spaces
 
     action_fn = run.body.get("action_fn")
-    return PolicyAgent(model, run_spaces(run)[1], import_object(action_fn) if action_fn else None)
+    return PolicyAgent(
+        model, run_spaces(run)[1], resolve_function(action_fn, "action_fn") if action_fn else None
+    )
 
 
 def policy_module(model: Any) -> nn.Module:
@@ -339,7 +357,9 @@ def record(
 
     Args:
         run: a run folder.
-        out: the video file; default ``<run>/video.mp4``. A ``.gif`` suffix writes a GIF.
+        out: the video file; default ``video.mp4`` in :func:`zoo.outputs.output_folder`
+            (the run folder, or ``runs/...`` for a run under version control). A ``.gif``
+            suffix writes a GIF.
         n_steps: frames (env steps) to record.
         which: ``"best"`` or ``"last"`` model.
         seed: seed of the env resets.
@@ -362,11 +382,11 @@ def record(
     require_int(n_steps, "n_steps", minimum=1)
     model = as_agent(handle.model(which), handle.config)
     overlay = overlay and has_attention(model)
-    doorkey = "DoorKey" in str(handle.config.body.get("env", ""))
-    out_path = Path(out) if out is not None else handle.path / "video.mp4"
+    out_path = Path(out) if out is not None else output_folder(handle.path) / "video.mp4"
     out_path.parent.mkdir(parents=True, exist_ok=True)
 
     venv = open_env(handle, which)
+    doorkey = egocentric(venv)  # any MiniGrid egocentric view is drawn upright, from its grid
     writer: VideoWriter | None = None
     shape: tuple[int, int] | None = None
     try:

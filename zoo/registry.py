@@ -3,18 +3,167 @@
 Every class-valued key (``algo``, ``policy``, ``features_extractor_class``, wrappers,
 ``replay_buffer_class``, ``activation_fn``, ...) takes either a short name listed here or an
 import path ``"package.module:Name"`` / ``"package.module.Name"``.
+
+This module is the one door through which a config (or a run folder's ``config.yml``)
+imports anything: :func:`import_module` for modules (an env id's ``"module:"`` part too, see
+:func:`check_env_ids`) and :func:`import_path` for the object a path names. Importing a
+module runs its top-level code, so a module is imported only inside :data:`ALLOWED_IMPORTS`
+or a package the person running the command named (:func:`allow_imports`, the CLI's
+``--allow-import PKG``), checked before the import. A path names one public object of a
+module (``module:Class``), never an attribute of it: ``BasePolicy.load`` would unpickle a
+file. The zoo's own presets (``"module:Class.preset"``) come from its registries only.
 """
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import inspect
+import os
+import re
 import sys
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import torch.nn
 
 from attn_policies.catalog import EXTRACTORS, POLICIES, import_object
 from attn_policies.catalog import resolve as resolve_name
+
+ALLOWED_IMPORTS: tuple[str, ...] = (
+    "attn_envs",
+    "attn_policies",
+    "zoo",
+    "gymnasium",
+    "stable_baselines3",
+    "sb3_contrib",
+    "torch.nn",
+    "torch.optim",
+    "ale_py",
+    "minigrid",
+    "pybullet_envs_gymnasium",
+)
+"""Packages (with their modules) a config may import: this project's three, gymnasium and
+the env packages whose ids it uses, SB3, sb3-contrib and torch's layers and optimizers."""
+
+ALLOW_IMPORT_ENV = "ATTN_ZOO_ALLOW_IMPORT"
+"""Where :func:`allow_imports` keeps the packages named on the command line (comma
+separated), so the worker processes of a run (vector envs, evaluators, Ray on this machine)
+inherit them."""
+
+_PACKAGE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def allow_imports(packages: Iterable[str]) -> None:
+    """Let configs import these packages too (``attn-zoo ... --allow-import PKG``).
+
+    Only the person running the command says so; nothing in a config or a run folder does.
+
+    Raises:
+        ValueError: a name that is not a dotted Python package name.
+    """
+    names = list(packages)
+    for name in names:
+        if not _PACKAGE.fullmatch(name):
+            raise ValueError(f"--allow-import {name!r}: not a Python package name like 'my_pkg'")
+    extra = [n for n in os.environ.get(ALLOW_IMPORT_ENV, "").split(",") if n]
+    os.environ[ALLOW_IMPORT_ENV] = ",".join(dict.fromkeys([*extra, *names]))
+
+
+def allowed_imports() -> tuple[str, ...]:
+    """:data:`ALLOWED_IMPORTS` and the packages :func:`allow_imports` added."""
+    extra = [n for n in os.environ.get(ALLOW_IMPORT_ENV, "").split(",") if n]
+    return (*ALLOWED_IMPORTS, *extra)
+
+
+def check_import(module: str, source: str) -> None:
+    """Refuse, before importing it, a module outside :func:`allowed_imports` (or a private
+    one such as ``venv.__main__``): importing runs its top-level code.
+
+    Raises:
+        ValueError: naming ``source`` (what the config says) and how to allow the package.
+
+    Example:
+        >>> check_import("this", "env 'this:CartPole-v1'")
+        Traceback (most recent call last):
+        ...
+        ValueError: env 'this:CartPole-v1': a config imports only from ... --allow-import this
+    """
+    parts = module.split(".")
+    if not _PACKAGE.fullmatch(module) or any(p.startswith("_") for p in parts):
+        raise ValueError(
+            f"{source}: {module!r} is not a public module path (a config never imports a "
+            "private module such as __main__)"
+        )
+    if any(module == p or module.startswith(p + ".") for p in allowed_imports()):
+        return
+    raise ValueError(
+        f"{source}: a config imports only from {', '.join(ALLOWED_IMPORTS)} (an import runs "
+        f"the module's code); if you trust {parts[0]!r}, add --allow-import {parts[0]}"
+    )
+
+
+def import_module(module: str, source: str) -> Any:
+    """``importlib.import_module`` of a module a config names, after :func:`check_import`."""
+    check_import(module, source)
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        raise ValueError(f"{source}: cannot import module {module!r}: {err}") from err
+
+
+def import_path(path: str, what: str) -> Any:
+    """The object a config's ``"package.module:Name"`` / ``"package.module.Name"`` names:
+    one public name of an allowed module (:func:`check_import`), never an attribute of it.
+
+    Example:
+        >>> import_path("stable_baselines3.common.policies:BasePolicy.load", "policy")
+        Traceback (most recent call last):
+        ...
+        ValueError: policy 'stable_baselines3.common.policies:BasePolicy.load' names an ...
+    """
+    source = f"{what} {path!r}"
+    module_name, sep, name = path.partition(":")
+    if not sep:
+        module_name, _, name = path.rpartition(".")
+    if not module_name or not name:
+        raise ValueError(f"{source} is not an import path like 'package.module:Name'")
+    if not name.isidentifier() or name.startswith("_"):
+        what_it_is = "an attribute of " if "." in name else ""
+        raise ValueError(
+            f"{source} names {what_it_is}{name.split('.')[0]!r}; a config names a public class "
+            "or function of a module ('package.module:Name'), never an attribute of one"
+        )
+    module = import_module(module_name, source)
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        close = difflib.get_close_matches(name, [n for n in dir(module) if not n.startswith("_")])
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(
+            f"{source}: module {module_name!r} has no attribute {name!r}{hint}"
+        ) from None
+
+
+def check_env_ids(body: Mapping[str, Any], where: str) -> None:
+    """Every ``env`` of a config (a curriculum stage's too) in ``"module:EnvId"`` form names
+    an allowed module: gymnasium imports it when it makes the env, so it is checked here,
+    when the config is read, before anything else is imported.
+
+    Example:
+        >>> check_env_ids({"env": "attn_envs/CartPoleSwingUp-v0"}, "x")  # no module: fine
+        >>> check_env_ids({"curriculum": [{"env": "evil:CartPole-v1"}]}, "x")
+        Traceback (most recent call last):
+        ...
+        ValueError: x: env 'evil:CartPole-v1': a config imports only from ... --allow-import evil
+    """
+    for key, value in body.items():
+        if key == "env" and isinstance(value, str) and ":" in value:
+            check_import(value.partition(":")[0], f"{where}: env {value!r}")
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, Mapping):
+                check_env_ids(item, where)
+
 
 ALGOS: dict[str, str] = {
     "ppo": "stable_baselines3:PPO",
@@ -140,28 +289,36 @@ def resolve(kind: str, name: str) -> Any:
         key = key[3:]
     if key in registry:
         return check_kind(kind, name, import_object(registry[key]))
-    return check_kind(kind, name, resolve_name(name, registry, kind))
+    if "." in name or ":" in name:
+        return check_kind(kind, name, import_path(name, kind))
+    return check_kind(kind, name, resolve_name(name, registry, kind))  # unknown: nearest names
 
 
-def resolve_module_builder(name: str, what: str = "policy") -> Any:
-    """A ``torch.nn.Module`` subclass, or a classmethod preset of one (``"module:Cls.preset"``).
+def resolve_module_builder(name: str, what: str = "policy", presets: Collection[str] = ()) -> Any:
+    """A ``torch.nn.Module`` subclass a config names, or one of the zoo's own classmethod
+    presets: ``presets`` holds their import paths (``"module:Cls.preset"``, a registry's
+    values).
 
-    Anything else (a function such as ``os:system``) is refused before it is called.
+    Anything else (a function such as ``os:system``, or a classmethod such as
+    ``BasePolicy.load``, which unpickles the file it is given) is refused before it is called.
 
     Example:
-        >>> resolve_module_builder("attn_policies.neuron:AttentionNeuronPolicy.cartpole").__name__
+        >>> preset = "attn_policies.es_policies:AttentionNeuronPolicy.cartpole"
+        >>> resolve_module_builder(preset, presets=[preset]).__name__
         'cartpole'
+        >>> resolve_module_builder("torch.nn:Linear").__name__
+        'Linear'
     """
-    obj = import_object(name)
-    owner = getattr(obj, "__self__", None)
+    if name in presets:
+        obj = import_object(name)
+        owner = getattr(obj, "__self__", None)
+        if inspect.ismethod(obj) and isinstance(owner, type) and issubclass(owner, torch.nn.Module):
+            return obj
+    else:
+        obj = import_path(name, what)
     if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
         return obj
-    if inspect.ismethod(obj) and isinstance(owner, type) and issubclass(owner, torch.nn.Module):
-        return obj
-    raise ValueError(
-        f"{what} {name!r} is a {type(obj).__name__}, not a torch.nn.Module subclass or a "
-        "classmethod of one"
-    )
+    raise ValueError(f"{what} {name!r} is a {type(obj).__name__}, not a torch.nn.Module subclass")
 
 
 def resolve_function(name: str, what: str) -> Any:
@@ -169,12 +326,12 @@ def resolve_function(name: str, what: str) -> Any:
     function such as ``os:system`` or ``shutil:rmtree``), checked before it is called.
 
     Example:
-        >>> resolve_function("shutil:rmtree", "action_fn")
+        >>> resolve_function("zoo.runs:contextmanager", "action_fn")
         Traceback (most recent call last):
         ...
-        ValueError: action_fn 'shutil:rmtree' is a standard-library function; ...
+        ValueError: action_fn 'zoo.runs:contextmanager' is a standard-library function; ...
     """
-    obj = import_object(name)
+    obj = import_path(name, what)
     if not inspect.isfunction(obj):
         raise ValueError(f"{what} {name!r} is a {type(obj).__name__}, not a Python function")
     root = (obj.__module__ or "").split(".")[0]

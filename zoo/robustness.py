@@ -56,6 +56,7 @@ import numpy as np
 from attn_policies.atomic import atomic_write, make_folder
 from zoo import factory
 from zoo.config import ConfigError, RunConfig, nearest, require_int
+from zoo.outputs import output_folder
 from zoo.robustness_tables import markdown, write_table
 from zoo.runs import Run, load
 from zoo.trainers import get_trainer
@@ -65,8 +66,10 @@ __all__ = [
     "Sweep",
     "check_sweep",
     "markdown",
+    "not_played",
     "parse_sweep",
     "robustness_sweep",
+    "run_labels",
     "run_sweep",
     "train_ratio",
     "write_table",
@@ -211,6 +214,13 @@ def _prepare(
     kind, value = condition.kind, condition.value
     if kind == "shuffle" and "reshuffle_every" in params:
         env_kwargs.update(shuffle=True, reshuffle_every=value)
+    elif kind in ("shuffle", "occlusion") and _grid_view(run) and not _trained_occluded(own):
+        # an egocentric grid's tokens are its cells (what a relational model attends over):
+        # cells are moved or masked (as unseen, 0) whole, the (C, H, W) shape kept
+        if kind == "shuffle":
+            wrappers.append(_on_cells(lambda env: ShuffleObservation(env, reshuffle_every=value)))
+        else:
+            wrappers.append(_on_cells(lambda env: OcclusionObservation(env, value, fill=0.0)))
     elif kind == "shuffle":
         wrappers.append(lambda env: ShuffleObservation(env, reshuffle_every=value))
     elif kind == "channels":
@@ -223,7 +233,7 @@ def _prepare(
             policy_kwargs = {"output_scale": 1.0 / condition.extra_inputs}
     elif kind == "occlusion" and "occlusion" in params:
         env_kwargs["occlusion"] = value
-    elif kind == "occlusion" and any(_is_occlusion(name) for name, _ in own):
+    elif kind == "occlusion" and _trained_occluded(own):
         # the test ratio replaces the training one (same place, mode and fill), not on top
         own = [(n, {**kw, "ratio": value} if _is_occlusion(n) else kw) for n, kw in own]
     elif kind == "occlusion":
@@ -240,6 +250,71 @@ def _prepare(
 
 def _is_occlusion(wrapper_name: str) -> bool:
     return wrapper_name.endswith("OcclusionObservation")
+
+
+def _trained_occluded(own: list[tuple[str, dict[str, Any]]]) -> bool:
+    return any(_is_occlusion(name) for name, _ in own)
+
+
+_GRID_VIEWS: dict[str, tuple[int, ...] | None] = {}
+
+
+def _grid_view(run: RunConfig) -> tuple[int, ...] | None:
+    """The ``(C, H, W)`` observation shape when the run's env shows MiniGrid's egocentric
+    view (an ``EgocentricGridObservation`` in its wrapper chain), None otherwise."""
+    key = json.dumps(run.body, sort_keys=True, default=str)
+    if key not in _GRID_VIEWS:
+        from zoo.record import egocentric
+
+        env = factory.make_env_fn(run)()
+        try:
+            shape = env.observation_space.shape
+            _GRID_VIEWS[key] = tuple(shape) if egocentric(env) and len(shape) == 3 else None
+        finally:
+            env.close()
+    return _GRID_VIEWS[key]
+
+
+def _on_cells(perturb: Wrapper) -> Wrapper:
+    """``perturb`` applied to the cells of a ``(C, H, W)`` grid: the view as ``H * W`` tokens
+    of ``C`` values (row-major, as a relational extractor reads it), perturbed, and back."""
+
+    def wrap(env: gym.Env) -> gym.Env:
+        from gymnasium import spaces
+        from gymnasium.wrappers import TransformObservation
+
+        space = env.observation_space
+        c, h, w = space.shape
+
+        def cells(x: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(np.asarray(x).transpose(1, 2, 0).reshape(h * w, c))
+
+        def grid(x: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(np.asarray(x).reshape(h, w, c).transpose(2, 0, 1))
+
+        tokens = TransformObservation(
+            env,
+            cells,
+            spaces.Box(cells(space.low), cells(space.high), dtype=space.dtype),
+        )
+        inner = perturb(tokens)
+        out = inner.observation_space
+        return TransformObservation(
+            inner, grid, spaces.Box(grid(out.low), grid(out.high), dtype=out.dtype)
+        )
+
+    return wrap
+
+
+def _cells_note(run: RunConfig, condition: Condition) -> str:
+    """What a shuffle or occlusion moved in a grid run (its cells, not its channels)."""
+    view = _grid_view(run) if condition.kind in ("shuffle", "occlusion") else None
+    if view is None or (condition.kind == "occlusion" and _trained_occluded(
+        factory.wrapper_specs(run.body.get("env_wrapper"))
+    )):  # fmt: skip
+        return ""
+    verb = "shuffled" if condition.kind == "shuffle" else "masked as unseen (0)"
+    return f"{verb}: the {view[1] * view[2]} cells of the {view[1]}x{view[2]} view, whole"
 
 
 def _n_inputs(env: gym.Env) -> int:
@@ -274,6 +349,25 @@ def _handles(runs: Sequence[Run | str | Path]) -> list[Run]:
 
 def _label(run: RunConfig) -> str:
     return f"{run.experiment}/{run.tag}" if run.tag else run.experiment
+
+
+def run_labels(paths: Sequence[Path]) -> list[str]:
+    """Table row names: each run folder's name (``results/cartpole_pi/pi`` is ``pi``),
+    with as many parent folders as make the names distinct.
+
+    Example:
+        >>> run_labels([Path("a/x/pi"), Path("b/x/pi"), Path("c/fnn")])
+        ['a/x/pi', 'b/x/pi', 'fnn']
+    """
+    parts = [Path(p).resolve().parts for p in paths]
+    labels = []
+    for mine in parts:
+        for depth in range(1, len(mine) + 1):
+            label = mine[-depth:]
+            if sum(other[-depth:] == label for other in parts) == 1 or depth == len(mine):
+                break
+        labels.append("/".join(label))
+    return labels
 
 
 def _check_env(run: RunConfig, condition: Condition, rescale: bool) -> None:
@@ -343,7 +437,8 @@ def run_sweep(
         fresh: play every cell even where ``cache`` holds it (and replace it there).
 
     Returns:
-        Rows with ``run``, ``experiment``, ``condition``, ``value``, ``train_ratio``,
+        Rows with ``run``, ``experiment`` (the table row's name: the run folder's name,
+        :func:`run_labels`), ``condition``, ``value``, ``train_ratio``,
         ``mean_reward``, ``std_reward``, ``n_episodes`` and ``note`` (why a cell is n/a, or
         the test-time policy setting used); ``regression`` rows hold ``r2`` instead.
 
@@ -355,9 +450,8 @@ def run_sweep(
     handles = _handles(runs)
     sweep = check_sweep(handles, sweep, rescale)
     rows: list[dict[str, Any]] = []
-    for handle in handles:
+    for handle, label in zip(handles, run_labels([h.path for h in handles]), strict=True):
         run = handle.config
-        label = _label(run)
         if sweep.name == "regression":
             from zoo.analysis import input_regression
 
@@ -376,6 +470,8 @@ def run_sweep(
             cell = None
             if cache is not None:
                 key = _cell_key(files, condition, n, test_seed, which, rescale)
+                if _cells_note(run, condition):  # not the cells of the channel-shuffling code
+                    key = hashlib.sha256(f"{key} cells".encode()).hexdigest()
                 cell = Path(cache) / sweep.name / f"{key[:24]}.json"
                 kept = None if fresh else _read_cell(cell, key)
                 if kept is not None:
@@ -405,7 +501,7 @@ def run_sweep(
                 )
             except (ValueError, RuntimeError, TypeError) as err:
                 # the env took the condition (check_sweep), so the agent cannot: a table cell
-                row["note"] = f"n/a: {str(err).splitlines()[0][:160]}"
+                row["note"] = f"n/a: {_reason(err)}"
             else:
                 rewards = np.asarray(result["rewards"], dtype=float)
                 row.update(
@@ -413,13 +509,29 @@ def run_sweep(
                     std_reward=float(rewards.std()),
                     n_episodes=len(rewards),
                 )
-                if policy_kwargs:
-                    row["note"] = ", ".join(f"{k}={v:g}" for k, v in policy_kwargs.items())
+                settings = ", ".join(f"{k}={v:g}" for k, v in (policy_kwargs or {}).items())
+                row["note"] = "; ".join(n for n in (settings, _cells_note(run, condition)) if n)
             rows.append(row)
             if cell is not None:
                 make_folder(cell.parent, inside=Path(cache).parent)  # links are replaced
                 atomic_write(cell, json.dumps({"key": key, "row": row}, indent=1, default=str))
     return rows
+
+
+REASON_CHARS = 400
+"""Longest reason kept in an n/a cell's note."""
+
+
+def _reason(err: BaseException) -> str:
+    """The error on one line: its first lines (a state_dict error names the misfit there)."""
+    text = " ".join(" ".join(str(err).splitlines()[:4]).split()) or type(err).__name__
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 3] + "..."
+
+
+def not_played(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of cells that could not be played (``n/a``; ``regression`` rows are
+    played by construction)."""
+    return [r for r in rows if "r2" not in r and not r.get("n_episodes")]
 
 
 def _digests(handle: Run, trainer: Any, which: str) -> dict[str, str]:
@@ -483,15 +595,17 @@ def robustness_sweep(
 
     Args:
         runs, sweep, n_episodes, seed, which, rescale, fresh: as in :func:`run_sweep`.
-        out: folder for the tables; default ``<first run>/robustness``.
+        out: folder for the tables; default ``robustness`` in the first run's
+            :func:`zoo.outputs.output_folder` (the run folder, or ``runs/...`` for a run
+            under version control).
 
     Returns:
         The rows of :func:`run_sweep`.
     """
     handles = _handles(runs)
     sweep = parse_sweep(sweep) if isinstance(sweep, str) else sweep
-    # inside the run folder, a symlinked robustness/ is replaced (an --out is the user's)
-    folder = Path(out) if out else make_folder(handles[0].path / "robustness")
+    # by default a symlinked robustness/ is replaced, never followed (an --out is the user's)
+    folder = Path(out) if out else make_folder(output_folder(handles[0].path) / "robustness")
     rows = run_sweep(
         handles, sweep, n_episodes, seed, which, rescale, cache=folder / "cells", fresh=fresh
     )

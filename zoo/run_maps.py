@@ -1,10 +1,12 @@
 """The attention figures of a trained run, chosen by its env (``attn-zoo maps``).
 
-- DoorKey (``env`` contains ``DoorKey``): book fig. 10.24, the attention of the agent, key
-  and door nodes per head over the egocentric view
-  (:func:`~attn_policies.attention_rollouts.doorkey_attention_figure`), on an observation
-  where all three are in view (read from the raw grid in the env's ``info``): the model acts
-  from seeded resets until one shows up.
+- MiniGrid's egocentric view (an ``EgocentricGridObservation`` in the env's wrapper chain,
+  whatever the env id): book fig. 10.24, the attention of the agent node and of the first
+  cell of each kind of object in view (key, door, goal, ...) per head over the upright view,
+  ``attention_egocentric.png`` (DoorKey runs also keep the book's name,
+  ``attention_doorkey.png``), on an observation with as many of them in view as can be found
+  (read from the raw grid in the env's ``info``): the model acts from seeded resets until
+  :data:`EGOCENTRIC_NODES` show up.
 - Distractor feature envs (``Distractor`` in ``env``): thesis fig. 4.4.2, feature-by-feature
   maps over a short rollout
   (:func:`~attn_policies.attention_rollouts.feature_attention_figure`).
@@ -31,9 +33,13 @@ from gymnasium.wrappers import TransformObservation
 from matplotlib.figure import Figure
 from stable_baselines3.common.vec_env import VecEnv
 
-from attn_policies.attention_plots import doorkey_nodes, plot_feature_attention, plot_grid_attention
+from attn_policies.attention_plots import (
+    doorkey_frame,
+    doorkey_nodes,
+    plot_feature_attention,
+    plot_grid_attention,
+)
 from attn_policies.attention_rollouts import (
-    doorkey_attention_figure,
     feature_attention_figure,
     saliency_figure,
     top_patches_figure,
@@ -42,11 +48,13 @@ from attn_policies.canvas import new_figure, save_figure
 from attn_policies.capture import attention_maps
 from attn_policies.saliency import attention_saliency
 from zoo import factory
+from zoo.outputs import output_folder
 from zoo.plots import run_identity
 from zoo.record import (
     as_agent,
     attention_model,
     current_info,
+    egocentric,
     first_observation,
     grab_frame,
     has_attention,
@@ -61,9 +69,13 @@ from zoo.record import (
 from zoo.runs import Run, load
 
 DOORKEY_ATTEMPTS = 20
-"""Seeded resets tried (``seed``, ``seed + 1``, ...) to find agent, key and door in view."""
+"""Seeded resets tried (``seed``, ``seed + 1``, ...) to find objects in an egocentric view."""
 DOORKEY_STEPS = 40
 """Steps the model acts from each reset while looking for them."""
+EGOCENTRIC_NODES = 3
+"""Nodes of an egocentric figure (the agent and objects in view) the search stops at."""
+IGNORED_CELLS = ("unseen", "empty", "wall", "floor", "agent")
+"""Object kinds that get no row of their own in an egocentric figure."""
 IMAGE_WARMUP = 30
 """Steps the model acts before an image env's snapshot (the first frames are often empty)."""
 FEATURE_STEPS = 4
@@ -83,7 +95,8 @@ def run_maps(
 
     Args:
         run: a run folder.
-        out_dir: where the PNGs go; default the run folder.
+        out_dir: where the PNGs go; default :func:`zoo.outputs.output_folder` (the run
+            folder, or ``runs/...`` for a run under version control).
         which: ``"best"`` or ``"last"`` model (classifier runs have one).
         seed: seed of the env resets (or of the test digits drawn).
 
@@ -95,7 +108,7 @@ def run_maps(
         FileNotFoundError: if the folder is not a run or holds no trained model.
     """
     handle = load(run)
-    out = Path(out_dir) if out_dir is not None else handle.path
+    out = Path(out_dir) if out_dir is not None else output_folder(handle.path)
     out.mkdir(parents=True, exist_ok=True)
     model = handle.model(which)
     if not has_attention(model):
@@ -107,8 +120,13 @@ def run_maps(
         return _classifier_maps(handle, model, out, seed)
     model = as_agent(model, handle.config)
     env_id = str(handle.config.body.get("env", ""))
-    if "DoorKey" in env_id:
-        return [_doorkey_map(handle, model, out, which, seed)]
+    probe = factory.make_single_env(handle.config)
+    try:
+        grid_view = egocentric(probe)
+    finally:
+        probe.close()
+    if grid_view:
+        return _egocentric_maps(handle, model, out, which, seed, doorkey="DoorKey" in env_id)
     if "Distractor" in env_id:
         return [_feature_map(handle, model, out, which, seed)]
     return _image_maps(handle, model, out, which, seed)
@@ -128,9 +146,38 @@ def _slug(layer: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", layer).strip("_") or "layer"
 
 
-def _doorkey_map(handle: Run, model: Any, out: Path, which: str, seed: int) -> Path:
-    """Book fig. 10.24 on the first observation that shows agent, key and door (found in the
-    raw grid ``EgocentricGridObservation`` reports in ``info``)."""
+def view_nodes(grid: Any, limit: int = EGOCENTRIC_NODES) -> dict[str, int]:
+    """The agent's node and the first cell of each kind of object in an egocentric view
+    (DoorKey's key and door first, then MiniGrid's other objects: goal, ball, ...), at most
+    ``limit``; node indices as :func:`~attn_policies.attention_plots.doorkey_nodes` counts.
+
+    Example:
+        >>> import gymnasium as gym, attn_envs
+        >>> _, info = gym.make("attn_envs/EgocentricDoorKey-5x5-v0").reset(seed=2)
+        >>> view_nodes(info)
+        {'agent': 27, 'key': 41, 'door': 26}
+    """
+    from minigrid.core.constants import OBJECT_TO_IDX
+
+    from attn_policies.attention_plots import doorkey_grid
+
+    cells = doorkey_grid(grid)
+    found = doorkey_nodes(cells)
+    objects = cells[0].ravel().copy()
+    objects[found["agent"]] = OBJECT_TO_IDX["empty"]  # the agent's cell shows what it carries
+    for name, index in OBJECT_TO_IDX.items():
+        hits = np.flatnonzero(objects == index)
+        if name not in found and name not in IGNORED_CELLS and hits.size:
+            found[name] = int(hits[0])
+    return dict(list(found.items())[:limit])
+
+
+def _egocentric_maps(
+    handle: Run, model: Any, out: Path, which: str, seed: int, doorkey: bool
+) -> list[Path]:
+    """Book fig. 10.24 on the first observation with :data:`EGOCENTRIC_NODES` nodes in view
+    (found in the raw grid ``EgocentricGridObservation`` reports in ``info``), else the one
+    with the most."""
     venv = open_env(handle, which, render=False)
     best, best_grid, best_nodes, where = None, None, {}, ""
     try:
@@ -140,29 +187,42 @@ def _doorkey_map(handle: Run, model: Any, out: Path, which: str, seed: int) -> P
             info = current_info(venv)
             state, starts = None, np.ones(1, dtype=bool)
             for step in range(DOORKEY_STEPS):
-                nodes = doorkey_nodes(info)
-                if len(nodes) > len(best_nodes):
+                nodes = view_nodes(info)
+                if best is None or len(nodes) > len(best_nodes):
                     best, best_grid, best_nodes = obs[0].copy(), info["raw_grid"], nodes
                     where = f"reset seed {seed + attempt}, step {step}"
-                if len(best_nodes) == 3:
+                if len(best_nodes) == EGOCENTRIC_NODES:
                     break
                 action, state = model.predict(
                     obs, state=state, episode_start=starts, deterministic=True
                 )
                 obs, _, starts, infos = venv.step(action)
                 info = current_info(venv, infos, starts)
-            if len(best_nodes) == 3:
+            if len(best_nodes) == EGOCENTRIC_NODES:
                 break
     finally:
         venv.close()
-    fig = doorkey_attention_figure(attention_model(model), best, best_grid)
-    missing = sorted({"agent", "key", "door"} - set(best_nodes))
-    note = f"; not in view: {', '.join(missing)}" if missing else ""
-    return _save(
-        fig,
-        out / "attention_doorkey.png",
-        f"{_name(handle)}: attention per head ({where}{note})",
+    cells = np.asarray(best_grid)
+    maps = model_attention(model, best[None])
+    layer = pick_layer({k: v for k, v in maps.items() if v.shape[-1] == cells[0].size})
+    if layer is None:
+        raise ValueError(
+            f"{handle.path}: no attention layer has the view's {cells[0].size} cells as keys"
+        )
+    fig = plot_grid_attention(
+        maps[layer][0],
+        best_nodes,
+        grid_shape=cells.shape[1:],
+        frame=doorkey_frame(cells),
+        transpose=True,
     )
+    missing = sorted({"agent", "key", "door"} - set(best_nodes)) if doorkey else []
+    note = f"; not in view: {', '.join(missing)}" if missing else ""
+    title = f"{_name(handle)}: {layer}, attention per head ({where}{note})"
+    paths = [_save(fig, out / "attention_egocentric.png", title)]
+    if doorkey:  # the book's figure keeps its name (README, results/doorkey)
+        paths.append(_save(fig, out / "attention_doorkey.png", title))
+    return paths
 
 
 def _feature_map(handle: Run, model: Any, out: Path, which: str, seed: int) -> Path:

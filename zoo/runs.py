@@ -7,7 +7,10 @@
 - ``status.json``: ``running`` / ``interrupted`` / ``failed`` (with the ``reason``) /
   ``finished``, steps done, wall time (rewritten every minute while training, so a run
   killed outright keeps the time it ran);
-- ``run.lock``: locked by the process training the run (a second ``resume`` is refused);
+- ``run.lock``: locked by the process training the run (a second ``resume`` is refused); a
+  start cut before the run could train (a full disk, Ctrl-C) removes what it wrote, and a
+  folder holding only an unheld ``run.lock`` (a start killed outright) is taken over by
+  ``--run-dir``;
 - ``checkpoints/``: the last checkpoint (model, replay buffer, normalisation statistics),
   written atomically;
 - ``metrics.csv``: every metric the trainer logs, one long table (:mod:`zoo.metrics`);
@@ -20,6 +23,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -53,10 +57,12 @@ def read_json(path: Path) -> Any:
 
 @dataclass
 class Run:
-    """A run folder and its resolved config."""
+    """A run folder and its resolved config; ``trusted``: the pickled files the caller named
+    (``trust_teacher``, the CLI's ``--trust-teacher``), never read from the folder."""
 
     path: Path
     config: RunConfig
+    trusted: tuple[Path, ...] = ()
 
     @property
     def status(self) -> dict[str, Any]:
@@ -145,14 +151,36 @@ class RunLock:
                 f"{self.file.parent} is in use by process {holder.get('pid', '?')} on "
                 f"{holder.get('host', '?')} (run.lock); wait for it to end"
             ) from None
-        previous = self._read(fd)
-        if previous.get("pid") not in (None, os.getpid()):
-            self.stale = previous  # its holder died without unlocking
-        os.ftruncate(fd, 0)
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
-        os.pwrite(fd, json.dumps(info).encode(), 0)
+        try:
+            previous = self._read(fd)
+            if previous.get("pid") not in (None, os.getpid()):
+                self.stale = previous  # its holder died without unlocking
+            os.ftruncate(fd, 0)
+            info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+            os.pwrite(fd, json.dumps(info).encode(), 0)
+        except BaseException:  # a full disk: the lock is not held
+            os.close(fd)
+            raise
         self.fd = fd
         return self
+
+    @staticmethod
+    def abandoned(path: str | Path) -> bool:
+        """Whether folder ``path`` holds nothing but a ``run.lock`` no live process holds:
+        what a start cut before its first file (a full disk, a kill) leaves."""
+        import fcntl
+
+        path = Path(path)
+        if [p.name for p in path.iterdir()] != ["run.lock"]:
+            return False
+        fd = os.open(path / "run.lock", os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # held: a start under way
+        finally:
+            os.close(fd)  # closing drops the test lock
+        return True
 
     @staticmethod
     def _read(fd: int) -> dict[str, Any]:
@@ -193,6 +221,15 @@ def new_run_dir(run: RunConfig, root: str | Path = "runs") -> Path:
     raise AssertionError("unreachable")
 
 
+def check_trusted(run: RunConfig, trusted: Sequence[str | Path]) -> tuple[Path, ...]:
+    """``trusted`` as paths, after the trainer's check that every pickled file the run would
+    load is among them (BC teachers), before anything is loaded or written."""
+    check = getattr(get_trainer(run.algo), "check_trusted", None)
+    if check is not None:
+        check(run, trusted)
+    return tuple(Path(t) for t in trusted)
+
+
 def _resolve_runs(
     experiment: str | Path | RunConfig,
     budget: str,
@@ -213,6 +250,7 @@ def train_all(
     callbacks: Sequence[Any] = (),
     progress_bar: bool = False,
     command: str | None = None,
+    trust_teacher: Sequence[str | Path] = (),
 ) -> list[Run]:
     """Train every matrix cell of an experiment, one after the other.
 
@@ -220,9 +258,13 @@ def train_all(
     folder is created. Arguments as for :func:`train`.
     """
     runs = _resolve_runs(experiment, budget, overrides, seed)
+    trusted = [check_trusted(run, trust_teacher) for run in runs]
     for run in runs:
         get_trainer(run.algo).probe(run)
-    return [_train_one(run, root, callbacks, progress_bar, command) for run in runs]
+    return [
+        _train_one(run, root, callbacks, progress_bar, command, trusted=files)
+        for run, files in zip(runs, trusted, strict=True)
+    ]
 
 
 def train(
@@ -235,6 +277,7 @@ def train(
     progress_bar: bool = False,
     command: str | None = None,
     run_dir: str | Path | None = None,
+    trust_teacher: Sequence[str | Path] = (),
 ) -> Run:
     """Train one run and return it (its folder, config, models and ``eval.json``).
 
@@ -249,6 +292,9 @@ def train(
         command: recorded in ``command.txt`` (default: this process's command line).
         run_dir: the run folder itself instead of ``root/<experiment>/<seed>-<time>``; it
             must not exist or be empty.
+        trust_teacher: pickled files a BC run may load (its SB3 ``.zip`` teacher, a
+            ``VecNormalize`` pickle): unpickling runs their code, so only the caller names
+            them, never a config (``attn-zoo train --trust-teacher FILE``).
 
     Raises:
         ConfigError: invalid config, or a matrix with several cells (use :func:`train_all`).
@@ -261,10 +307,16 @@ def train(
             f"{runs[0].experiment} expands into {len(runs)} runs ({cells}); pick one by "
             "setting its matrix axes (e.g. overrides={'game': 'Pong'}) or use train_all"
         )
-    if run_dir is not None and Path(run_dir).exists() and any(Path(run_dir).iterdir()):
+    if (
+        run_dir is not None
+        and Path(run_dir).exists()
+        and any(Path(run_dir).iterdir())
+        and not RunLock.abandoned(run_dir)  # a start cut before its first file: taken over
+    ):
         raise ConfigError(f"run folder {run_dir} exists and is not empty")
+    trusted = check_trusted(runs[0], trust_teacher)
     get_trainer(runs[0].algo).probe(runs[0])
-    return _train_one(runs[0], root, callbacks, progress_bar, command, run_dir)
+    return _train_one(runs[0], root, callbacks, progress_bar, command, run_dir, trusted)
 
 
 def _train_one(
@@ -274,20 +326,42 @@ def _train_one(
     progress_bar: bool,
     command: str | None,
     run_dir: str | Path | None = None,
+    trusted: tuple[Path, ...] = (),
 ) -> Run:
     if run_dir is not None:
         path = Path(run_dir)
+        created = not path.exists()
         path.mkdir(parents=True, exist_ok=True)
     else:
-        path = new_run_dir(run, root)
-    with RunLock(path) as lock:
+        path, created = new_run_dir(run, root), True
+    lock = RunLock(path)
+    handle = Run(path, run, trusted)
+    try:
+        lock.acquire()
         atomic_write(path / "config.yml", run.to_yaml())
         atomic_write(path / "command.txt", (command or shlex.join(sys.argv)) + "\n")
-        handle = Run(path, run)
         handle.write_status(
             experiment=run.experiment, tag=run.tag, budget=run.budget, seed=run.seed
         )
+    except RunLockedError:
+        raise  # another process is starting a run in this --run-dir: its files stay
+    except BaseException:
+        # Cut before it could train (a full disk, Ctrl-C): no half run folder stays, which
+        # neither --run-dir (not empty) nor --resume (no config) could take.
+        _remove_start(path, created, lock)
+        raise
+    with lock:
         return _execute(handle, callbacks, progress_bar, resume=False, lock=lock)
+
+
+def _remove_start(path: Path, created: bool, lock: RunLock) -> None:
+    """Remove the files a run's start writes (and its folder, when the start made it)."""
+    for name in ("config.yml", "command.txt", "status.json", "run.lock"):
+        (path / name).unlink(missing_ok=True)
+    lock.release()
+    if created:
+        with contextlib.suppress(OSError):  # not empty: something else is in it, keep it
+            path.rmdir()
 
 
 def _execute(
@@ -338,7 +412,10 @@ def load(path: str | Path) -> Run:
     """The run in a folder (a run folder, or any folder holding its ``config.yml``)."""
     path = Path(path)
     if not (path / "config.yml").is_file():
-        raise FileNotFoundError(f"{path} is not a run folder: it has no config.yml")
+        hint = ""
+        if path.is_dir() and RunLock.abandoned(path):
+            hint = " (a start cut before its first file; `train NAME --run-dir` takes it over)"
+        raise FileNotFoundError(f"{path} is not a run folder: it has no config.yml{hint}")
     run = load_runs(path / "config.yml")[0]
     handle = Run(path, run)
     # config.yml is the resolved config; the budget and cell it came from are in status.json.
@@ -364,15 +441,23 @@ def resume(
     path: str | Path,
     callbacks: Sequence[Any] = (),
     progress_bar: bool = False,
+    trust_teacher: Sequence[str | Path] = (),
 ) -> Run:
     """Continue an interrupted run from its last checkpoint up to its ``n_timesteps``.
 
     The resumed run ends at the same step count an uninterrupted one would.
+    ``trust_teacher`` as for :func:`train`.
     """
     handle = load(path)
+    handle.trusted = check_trusted(handle.config, trust_teacher)
     with RunLock(handle.path) as lock:  # refused while another process trains it
         if handle.status.get("state") == "finished":
             raise ConfigError(f"{path} has already finished; nothing to resume")
+        # The checkpoint is read before anything is written: a refused one (pickled,
+        # tampered, another model's) leaves the folder as it was, status.json included.
+        check = getattr(get_trainer(handle.config.algo), "check_resume", None)
+        if check is not None:
+            check(handle.path, handle.config)
         if lock.stale is not None:
             print(
                 f"{handle.path}: taking over the stale lock of process {lock.stale.get('pid')}, "

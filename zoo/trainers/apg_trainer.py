@@ -39,6 +39,7 @@ generator's state), written after every episode (``episode_steps / window`` upda
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -93,7 +94,10 @@ PROGRESS_FIELDS = [
     "test_mean",
     "test_std",
 ]
-CHECKPOINT_ERRORS = (OSError, ValueError, KeyError, RuntimeError, TypeError, EOFError)
+# What a damaged or foreign checkpoint raises (a pickle that is not weights: UnpicklingError).
+CHECKPOINT_ERRORS = (
+    OSError, ValueError, KeyError, RuntimeError, TypeError, EOFError, pickle.UnpicklingError
+)  # fmt: skip
 
 
 def hold_task(run: RunConfig) -> CartPoleHoldTask:
@@ -169,6 +173,13 @@ def initial_policy(run: RunConfig) -> nn.Module:
     return policy
 
 
+def _restore(trainer: APGTrainer, ckpt: Path) -> None:
+    try:
+        trainer.restore(ckpt)
+    except CHECKPOINT_ERRORS as err:
+        raise ConfigError(f"{ckpt}: unreadable APG checkpoint ({err})") from None
+
+
 class APGZooTrainer(CMAESZooTrainer):
     """Trains an ES policy by analytic policy gradients; loading and evaluation are those of
     ``algo: cmaes``."""
@@ -200,6 +211,13 @@ class APGZooTrainer(CMAESZooTrainer):
         except Exception as err:
             raise ConfigError(f"{run.name}: the policy does not fit the torch env: {err}") from err
 
+    def check_resume(self, path: Path, run: RunConfig) -> None:
+        """Read the checkpoint as :meth:`train` will resume it, writing nothing, so that a
+        refused one leaves the run folder as it was."""
+        ckpt = Path(path) / "checkpoints"
+        if (ckpt / "trainer.json").exists():
+            _restore(APGTrainer(initial_policy(run), hold_task(run), apg_config(run)), ckpt)
+
     def train(
         self,
         handle: Any,
@@ -215,10 +233,7 @@ class APGZooTrainer(CMAESZooTrainer):
         trainer = APGTrainer(policy, hold_task(run), apg_config(run))
         evaluations: list[dict[str, Any]] = []
         if resume and (ckpt / "trainer.json").exists():  # killed before episode 1: start over
-            try:
-                trainer.restore(ckpt)
-            except CHECKPOINT_ERRORS as err:
-                raise ConfigError(f"{ckpt}: unreadable APG checkpoint ({err})") from None
+            _restore(trainer, ckpt)
             if (path / "evaluations.json").exists():
                 evaluations = read_json(path / "evaluations.json")
             evaluations = [e for e in evaluations if e["update"] <= trainer.updates]

@@ -8,8 +8,11 @@ Keys besides the common ones::
     n_envs: 4
     teacher: {experiment: ant_teacher, budget: full}  # trained into RUN/teacher first
     # teacher: runs/ant_teacher/0-20260101-120000     # or a finished zoo run folder
-    # teacher: teachers/ant.zip + teacher_algo: ppo   # or a saved SB3 model
-    #   (+ teacher_vecnormalize: teachers/vecnormalize.pkl if it was trained normalised)
+    # teacher: teachers/ant.zip + teacher_algo: ppo   # or a saved SB3 model (a pickle:
+    #   loaded only with `attn-zoo train ... --trust-teacher teachers/ant.zip`)
+    #   (+ teacher_vecnormalize: teachers/vecnormalize.npz if it was trained normalised:
+    #   arrays obs//mean and obs//var, optional clip_obs and epsilon; a VecNormalize .pkl
+    #   only with a --trust-teacher of its own)
     # teacher: my_pkg.teachers:scripted               # or a callable obs -> (actions, targets)
     teacher_obs: observation          # Dict entry the teacher sees (or an import path)
     collect_env_kwargs: {}            # env_kwargs changes while collecting (shuffle: false);
@@ -78,8 +81,9 @@ import dataclasses
 import json
 import pickle
 import random
+import shlex
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -325,17 +329,50 @@ def _entry_view(key: str, space: spaces.Space | None) -> Callable[[Any], Any]:
 
 
 def _normalizer(file: Path | None, teacher_run: RunConfig | None) -> Callable[[Any], Any] | None:
-    """``normalize_obs`` of a teacher's saved statistics: a zoo run's ``.npz`` (read as
-    arrays, with the run's settings), or a ``VecNormalize`` pickle the user named in
-    ``teacher_vecnormalize`` for their own ``.zip`` teacher (trusted like that ``.zip``)."""
+    """``normalize_obs`` of a teacher's saved statistics: a ``.npz`` (read as arrays; a zoo
+    run's with the run's settings), or a ``VecNormalize`` pickle that :func:`check_trusted`
+    let through (the person running the command named it)."""
     if file is None or not file.exists():
         return None
     if teacher_run is not None or file.suffix == ".npz":
         return normalizer(file, teacher_run)
     with file.open("rb") as fh:
-        norm = pickle.load(fh)  # the user's own file, named in their config
+        norm = pickle.load(fh)  # named on the command line: --trust-teacher
     norm.training = False
     return norm.normalize_obs
+
+
+def pickled_teacher_files(run: RunConfig) -> list[Path]:
+    """The files of ``teacher`` and ``teacher_vecnormalize`` that loading would unpickle:
+    an SB3 ``.zip`` and statistics that are not ``.npz`` arrays (a ``VecNormalize`` pickle)."""
+    spec = run.body.get("teacher")
+    if not isinstance(spec, str) or not spec.endswith(".zip") or Path(spec).is_dir():
+        return []  # a zoo run folder (tensors only), a teacher trained here, or a function
+    files = [Path(spec)]
+    stats = run.body.get("teacher_vecnormalize")
+    if stats and Path(stats).suffix != ".npz":
+        files.append(Path(stats))
+    return files
+
+
+def check_trusted(run: RunConfig, trusted: Collection[str | Path]) -> None:
+    """Refuse a pickled teacher file the person running the command did not name.
+
+    Unpickling runs whatever code the file holds, so a config or a run folder naming a
+    pickle is not enough: ``attn-zoo train ... --trust-teacher FILE`` (``trust_teacher`` of
+    :func:`zoo.train`) is.
+
+    Raises:
+        ConfigError: before anything is loaded or written, saying how to allow the file.
+    """
+    names = {Path(t).resolve() for t in trusted}
+    for file in pickled_teacher_files(run):
+        if file.resolve() not in names:
+            kind = "SB3 model" if file.suffix == ".zip" else "statistics file (give .npz arrays)"
+            raise ConfigError(
+                f"{run.name}: teacher {kind} {file} is a pickle, and loading one runs any code "
+                f"it holds; if you trust it, add --trust-teacher {shlex.quote(str(file))}"
+            )
 
 
 def _function(run: RunConfig, key: str, name: str) -> Callable[..., Any]:
@@ -347,13 +384,16 @@ def _function(run: RunConfig, key: str, name: str) -> Callable[..., Any]:
         raise ConfigError(f"{run.name}: {key!r}: {err}") from None
 
 
-def load_teacher(run: RunConfig, path: Path) -> tuple[Any, Callable[[Any], Any] | None]:
+def load_teacher(
+    run: RunConfig, path: Path, trusted: Collection[str | Path] = ()
+) -> tuple[Any, Callable[[Any], Any] | None]:
     """The teacher and the map from the student env's observation to the teacher's.
 
     ``teacher`` is ``{experiment, budget, overrides}`` (trained into ``path / "teacher"``
-    first; a finished teacher there is reused), a zoo run folder, an SB3 ``.zip`` or an
-    import path to a callable.
+    first; a finished teacher there is reused), a zoo run folder, an SB3 ``.zip`` (a pickle:
+    only when ``trusted`` names it, see :func:`check_trusted`) or an import path to a callable.
     """
+    check_trusted(run, trusted)
     spec = run.body["teacher"]
     norm_file: Path | None = None
     folder: Path | None = None
@@ -529,6 +569,10 @@ class BCTrainer:
     def config_keys(self, body: dict[str, Any]) -> dict[str, Any]:
         return KEYS
 
+    def check_trusted(self, run: RunConfig, trusted: Collection[str | Path]) -> None:
+        """Before training: every pickled teacher file is named in ``trusted``."""
+        check_trusted(run, trusted)
+
     def validate(self, run: RunConfig) -> None:
         for key, types in KEYS.items():
             check_type(run.name, key, run.body.get(key), types)
@@ -610,7 +654,7 @@ class BCTrainer:
         checkpoint = path / "checkpoints" / "bc_last.pt"
         torch.manual_seed(run.seed)
         progress.announce(path, resume=resume)
-        teacher, view = load_teacher(run, path)
+        teacher, view = load_teacher(run, path, handle.trusted)
         # Seeded again after the teacher is loaded: the run must not depend on how it was
         # loaded (building and seeding a model from its config moves the global streams).
         random.seed(run.seed)

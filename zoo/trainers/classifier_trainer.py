@@ -47,6 +47,7 @@ from attn_policies.catalog import import_object
 from zoo import progress
 from zoo.config import ConfigError, RunConfig, check_type, nearest
 from zoo.metrics import CLASSIFIER_METRICS, MetricsLogger, renamed
+from zoo.registry import resolve_module_builder
 from zoo.trainers.base import save_state_dict
 
 MODELS: dict[str, str] = {
@@ -73,8 +74,8 @@ def _model_class(run: RunConfig) -> type[nn.Module]:
     if name in MODELS:
         return import_object(MODELS[name])
     if "." in name or ":" in name:
-        try:
-            return import_object(name)
+        try:  # a torch module class of an allowed package (zoo.registry), nothing else
+            return resolve_module_builder(name, "model")
         except ValueError as err:
             raise ConfigError(f"{run.name}: 'model': {err}") from None
     raise ConfigError(

@@ -8,7 +8,7 @@ Keys besides the common ones::
                                       # e.g. {upright_share: 0.5} for E3's curriculum
     env_wrapper: []                   # gymnasium wrappers, as for SB3 runs
     train_env_wrapper: []             # more wrappers for fitness rollouts only (not tests)
-    policy: attention_neuron_cartpole # a name below or an import path ("module:Class.preset")
+    policy: attention_neuron_cartpole # a name below or an import path ("module:Class")
     policy_kwargs: {}                 # obs_dim / action_dim are filled in when accepted
     action_fn: null                   # import path mapping raw outputs (B, A) -> env actions
     n_generations: 1000
@@ -186,7 +186,7 @@ def policy_builder(run: RunConfig) -> Any:
     """The policy class or classmethod preset; anything but a torch module is refused
     before it is called (``policy: os:system`` never runs)."""
     try:
-        return resolve_module_builder(_policy_target(run), "policy")
+        return resolve_module_builder(_policy_target(run), "policy", ES_POLICIES.values())
     except ValueError as err:
         raise ConfigError(f"{run.name}: 'policy': {err}") from None
 
@@ -400,6 +400,24 @@ class CMAESZooTrainer:
             raise ConfigError(f"{run.name}: the policy does not fit the env: {err}") from err
         finally:
             evaluator.close()
+
+    def check_resume(self, path: Path, run: RunConfig) -> None:
+        """Read the checkpoint and ``evaluations.json`` as :meth:`train` will resume them,
+        writing nothing, so that a refused one leaves the run folder as it was. (Subclasses
+        with their own ``train`` and checkpoint set their own, or None.)"""
+        ckpt = Path(path) / "checkpoints"
+        if not (ckpt / "trainer.json").exists():
+            return  # a resume from generation 0
+        spec = rollout_spec(run, training=True)
+        evaluator = BatchedEvaluator(dataclasses.replace(spec, max_steps=1))
+        try:
+            CMAESTrainer(evaluator, cma_config(run, init_vector(run))).restore(ckpt)
+        except StateFormatError as err:
+            raise ConfigError(str(err)) from None
+        finally:
+            evaluator.close()
+        if (Path(path) / "evaluations.json").exists():
+            read_json(Path(path) / "evaluations.json")
 
     # -- training --------------------------------------------------------------------------
 

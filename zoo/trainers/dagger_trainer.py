@@ -201,6 +201,10 @@ class DAggerZooTrainer(CMAESZooTrainer):
     def config_keys(self, body: dict[str, Any]) -> dict[str, Any]:
         return KEYS
 
+    def check_resume(self, path: Path, run: RunConfig) -> None:
+        """No read ahead (CMA-ES's would misread a DAgger checkpoint): :meth:`train` reads
+        the checkpoint, after building the teacher it needs."""
+
     def validate(self, run: RunConfig) -> None:
         for key, types in KEYS.items():
             check_type(run.name, key, run.body.get(key), types)

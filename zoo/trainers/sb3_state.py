@@ -10,7 +10,8 @@ and loads only
   counters of its ``data`` entry (``num_timesteps``, ``_n_updates``, ...); the pickled
   entries are never decoded. The zip stays a standard SB3 file (``PPO.load`` of a file you
   trust still works);
-- replay buffers and ``VecNormalize`` statistics as ``.npz`` (``allow_pickle=False``).
+- replay buffers and ``VecNormalize`` statistics as ``.npz`` (``allow_pickle=False``);
+- a checkpoint's pending logger values (:data:`LOGGER_ENTRY`, plain JSON numbers).
 
 Every write is atomic (:mod:`attn_policies.atomic`): a kill or a full disk leaves the
 previous file intact.
@@ -54,10 +55,78 @@ class ArtefactError(ConfigError):
     """A run file that cannot be loaded safely: one line naming the file and the problem."""
 
 
-def save_model(model: BaseAlgorithm, file: str | Path) -> None:
-    """``model.save(file)``, atomically."""
+LOGGER_ENTRY = "zoo_logger.json"
+"""The zip entry of a checkpoint holding the SB3 logger's values not yet dumped (SB3's own
+``load`` ignores it)."""
+
+
+def save_model(
+    model: BaseAlgorithm, file: str | Path, logger: dict[str, Any] | None = None
+) -> None:
+    """``model.save(file)``, atomically; ``logger`` (:func:`logger_state`) goes in with it,
+    so the checkpoint and the values it had not logged yet are one file."""
     with atomic_path(file) as tmp:
         model.save(tmp)
+        if logger is not None:
+            with zipfile.ZipFile(tmp, "a") as archive:
+                archive.writestr(LOGGER_ENTRY, json.dumps(logger))
+
+
+def _plain_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def logger_state(logger: Any) -> dict[str, Any]:
+    """The values an SB3 ``Logger`` recorded since its last ``dump`` (numbers only: text,
+    images and videos are not metrics), with their ``record_mean`` counts and exclusions.
+
+    SB3 writes them at its next ``dump``: a checkpoint that leaves them out loses them for
+    good (e.g. ``train/loss`` of the update before an evaluation cut by Ctrl-C).
+    """
+    values = {
+        str(k): v.item() if isinstance(v, np.generic) else v
+        for k, v in logger.name_to_value.items()
+    }
+    values = {k: v for k, v in values.items() if _plain_number(v)}
+    return {
+        "values": values,
+        "counts": {k: int(n) for k, n in logger.name_to_count.items() if k in values},
+        "excluded": {k: list(logger.name_to_excluded.get(k) or ()) for k in values},
+    }
+
+
+def read_logger_state(file: str | Path) -> dict[str, Any]:
+    """:func:`logger_state` as saved in checkpoint ``file`` (empty for a checkpoint without
+    it); anything but names mapped to plain numbers and text tuples is refused."""
+    file = Path(file)
+    empty: dict[str, Any] = {"values": {}, "counts": {}, "excluded": {}}
+    try:
+        with zipfile.ZipFile(file) as archive:
+            if LOGGER_ENTRY not in archive.namelist():
+                return empty
+            state = json.loads(archive.read(LOGGER_ENTRY))
+    except (OSError, zipfile.BadZipFile, ValueError) as err:
+        raise ArtefactError(f"{file}: not a readable SB3 model file ({err})") from None
+    ok = isinstance(state, dict) and set(state) == set(empty)
+    ok = ok and all(isinstance(state[k], dict) for k in empty)
+    ok = ok and all(isinstance(k, str) and _plain_number(v) for k, v in state["values"].items())
+    ok = ok and all(k in state["values"] and type(n) is int for k, n in state["counts"].items())
+    ok = ok and all(
+        k in state["values"] and isinstance(v, list) and all(isinstance(x, str) for x in v)
+        for k, v in state["excluded"].items()
+    )
+    if not ok:
+        raise ArtefactError(f"{file}: its {LOGGER_ENTRY} is not a mapping of names to numbers")
+    return state
+
+
+def restore_logger(logger: Any, state: dict[str, Any]) -> None:
+    """Put :func:`logger_state`'s values back into an SB3 ``Logger``: its next ``dump``
+    writes them where the interrupted run would have."""
+    logger.name_to_value.update(state["values"])
+    logger.name_to_count.update(state["counts"])
+    for key, excluded in state["excluded"].items():
+        logger.name_to_excluded[key] = tuple(excluded)
 
 
 def read_counters(file: str | Path) -> dict[str, int | float]:
@@ -174,6 +243,29 @@ def load_replay_buffer(buffer: BaseBuffer, file: str | Path) -> None:
         own[name][...] = array
 
 
+def check_replay_buffer(buffer: BaseBuffer, file: str | Path) -> None:
+    """Refuse a buffer file :func:`load_replay_buffer` would refuse, from the ``.npz``
+    headers only (no array is read): its arrays must be ``buffer``'s, with their dtypes and
+    shapes past the first axis (``buffer`` may be a shrunk one of the run's)."""
+    file = Path(file)
+    try:
+        headers = check_npz_memory(file)  # zoo.config's one .npz header reader
+        headers.pop("__scalars__")
+    except Exception as err:
+        raise ArtefactError(f"{file}: not a readable replay buffer ({err})") from None
+    own = _buffer_arrays(buffer)
+    if set(headers) != set(own):
+        raise ArtefactError(
+            f"{file}: holds arrays {sorted(headers)}, the run's buffer {sorted(own)}"
+        )
+    for name, (shape, dtype) in headers.items():
+        if dtype != own[name].dtype or shape[1:] != own[name].shape[1:]:
+            raise ArtefactError(
+                f"{file}: {name} is {dtype}{shape}, the run's buffer has "
+                f"{own[name].dtype}{own[name].shape}"
+            )
+
+
 def save_vecnormalize(venv: VecNormalize, file: str | Path) -> None:
     """``VecNormalize`` running statistics as ``.npz``, atomically."""
     arrays: dict[str, np.ndarray] = {}
@@ -220,10 +312,18 @@ def normalizer(file: str | Path, run: Any) -> Any:
     settings (clip, epsilon), for code that steps a single env (maps, BC teachers)."""
     from zoo import factory
 
-    if run is None:  # a bare statistics file: SB3's default clip and epsilon
-        with np.load(file, allow_pickle=False) as npz:
-            mean, var = npz["obs//mean"], npz["obs//var"]
-        return lambda obs: np.clip((obs - mean) / np.sqrt(var + 1e-8), -10.0, 10.0).astype(
+    if run is None:  # a bare statistics file: its clip_obs and epsilon, else SB3's defaults
+        try:
+            with np.load(file, allow_pickle=False) as npz:
+                mean, var = npz["obs//mean"], npz["obs//var"]
+                clip = float(npz["clip_obs"]) if "clip_obs" in npz.files else 10.0
+                eps = float(npz["epsilon"]) if "epsilon" in npz.files else 1e-8
+        except Exception as err:  # not an npz, pickled arrays refused, a missing entry
+            raise ArtefactError(
+                f"{file}: not readable normalisation statistics (arrays obs//mean, obs//var; "
+                f"optional clip_obs, epsilon): {err}"
+            ) from None
+        return lambda obs: np.clip((obs - mean) / np.sqrt(var + eps), -clip, clip).astype(
             np.float32
         )  # as VecNormalize.normalize_obs
     with _global_rng_kept():  # building an env must not move the caller's random streams

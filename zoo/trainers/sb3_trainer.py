@@ -30,11 +30,15 @@ from zoo.evaluation import (
 from zoo.metrics import MetricsLogger
 from zoo.trainers.sb3_state import (
     ArtefactError,
+    check_replay_buffer,
     load_model,
     load_replay_buffer,
     load_vecnormalize,
+    logger_state,
     read_counters,
+    read_logger_state,
     refuse_pickle,
+    restore_logger,
     save_model,
     save_replay_buffer,
     save_vecnormalize,
@@ -161,6 +165,12 @@ class CheckpointCallback(BaseCallback):
     holds a half-collected rollout; an interrupt likewise records the step count at the start
     of the current rollout, so a resumed run collects it again and ends where an
     uninterrupted run would.
+
+    Each checkpoint carries the logger's values not yet dumped at its step (for on-policy
+    algorithms, those of the rollout start): the resumed run dumps them where the
+    interrupted one would have (a periodic evaluation's row), so none is lost. The callback
+    goes after the evaluation callback, so a checkpoint on an evaluation step follows the
+    evaluation (and its dump), as a resume from it assumes.
     """
 
     def __init__(self, run_dir: Path, save_freq: int) -> None:
@@ -168,19 +178,28 @@ class CheckpointCallback(BaseCallback):
         self.dir = run_dir / "checkpoints"
         self.save_freq = save_freq
         self.rollout_start = 0
+        self.rollout_log: dict[str, Any] | None = None
         self._last_bucket = 0
         self._pending = False
 
+    def _init_callback(self) -> None:
+        # At learn's start, before any callback's training start (an evaluation cut by the
+        # interrupt runs again there): an interrupt from here on saves this step.
+        self.rollout_start = int(self.model.num_timesteps)
+        self.rollout_log = logger_state(self.logger)
+
     def _on_training_start(self) -> None:
         self.rollout_start = self.num_timesteps
+        self.rollout_log = logger_state(self.logger)
         if self.save_freq:
             self._last_bucket = self.num_timesteps // self.save_freq
 
     def _on_rollout_start(self) -> None:
         self.rollout_start = self.num_timesteps
+        self.rollout_log = logger_state(self.logger)
         if self._pending:
             self._pending = False
-            save_checkpoint(self.model, self.dir)
+            save_checkpoint(self.model, self.dir, self.rollout_log)
 
     def _on_step(self) -> bool:
         if self.save_freq and self.num_timesteps // self.save_freq > self._last_bucket:
@@ -189,6 +208,27 @@ class CheckpointCallback(BaseCallback):
                 save_checkpoint(self.model, self.dir)
             else:
                 self._pending = True
+        return True
+
+    def save_now(self) -> None:
+        """A checkpoint at the current step (a stage's end); an interrupt before the next
+        rollout comes back to it."""
+        self.rollout_start = int(self.model.num_timesteps)
+        self.rollout_log = logger_state(self.logger)
+        save_checkpoint(self.model, self.dir, self.rollout_log)
+
+    def save_interrupted(self) -> bool:
+        """The checkpoint of an interrupt: on-policy algorithms go back to the rollout start
+        (the partial rollout is collected again), with the logger as it was then. Before
+        training started (e.g. while a resume loads its checkpoint) nothing is saved: the
+        checkpoint on disk stays. Returns whether one was saved."""
+        if getattr(self, "model", None) is None:  # set when training starts
+            return False
+        if isinstance(self.model, OffPolicyAlgorithm):
+            save_checkpoint(self.model, self.dir)
+        else:
+            self.model.num_timesteps = self.rollout_start
+            save_checkpoint(self.model, self.dir, self.rollout_log)
         return True
 
 
@@ -200,8 +240,13 @@ def checkpoint_files(directory: Path, step: int) -> tuple[Path, Path]:
     )
 
 
-def save_checkpoint(model: BaseAlgorithm, directory: Path) -> None:
+def save_checkpoint(
+    model: BaseAlgorithm, directory: Path, logged: dict[str, Any] | None = None
+) -> None:
     """``last.zip`` with its replay buffer and normalisation statistics, as one unit.
+
+    ``last.zip`` holds the logger's values not yet dumped (``logged``, default the model
+    logger's now; see :func:`~zoo.trainers.sb3_state.logger_state`).
 
     The buffer and statistics are written (atomically) under names carrying the step, then
     ``last.zip`` (atomically, last) commits them; older ones are removed only after. A kill
@@ -215,7 +260,9 @@ def save_checkpoint(model: BaseAlgorithm, directory: Path) -> None:
     env = model.get_vec_normalize_env()
     if env is not None:
         save_vecnormalize(env, stats_file)
-    save_model(model, directory / "last.zip")
+    if logged is None and getattr(model, "_logger", None) is not None:  # set by learn
+        logged = logger_state(model.logger)
+    save_model(model, directory / "last.zip", logged)
     for pattern in ("last_replay_buffer-*.npz", "last_vecnormalize-*.npz"):
         for old in directory.glob(pattern):
             if old not in (buffer_file, stats_file):
@@ -333,11 +380,13 @@ class SB3Trainer:
         logger = configure(str(path / "logs" / f"part{part}"), ["csv", "tensorboard"])
         metrics = MetricsLogger(path, done if resume else None)  # resumed: rows past `done` go
         logger.output_formats.append(metrics.sb3_writer())
+        if restore:  # what the interrupted run had recorded but not yet written
+            restore_logger(logger, read_logger_state(ckpt / "last.zip"))
 
         n_timesteps = plan[-1][1]
         save_freq = int(run.body.get("save_freq", 0) or default_save_freq(n_timesteps))
         checkpoint = CheckpointCallback(path, save_freq)
-        cbs: list[Any] = [checkpoint, metrics.episode_callback()]
+        cbs: list[Any] = [metrics.episode_callback()]
         eval_env = None
         if run.eval.freq:
             # Curricula are evaluated on their last (target) task throughout.
@@ -345,6 +394,7 @@ class SB3Trainer:
                 plan[-1][0], n_envs=run.eval.n_envs, training=False, env_kwargs=run.eval.env_kwargs
             )
             cbs.append(KeepBestCallback(eval_env, run.eval, path))
+        cbs.append(checkpoint)  # after the evaluation of its step (see CheckpointCallback)
         cbs.extend(callbacks)
         progress.announce(path, resume=resume)
         lines = progress.sb3_callback(run.experiment, n_timesteps, lambda: _latest_eval(cbs))
@@ -379,12 +429,9 @@ class SB3Trainer:
                 finally:
                     venv.close()
                 first_learn = False
-                save_checkpoint(model, ckpt)
+                checkpoint.save_now()
         except KeyboardInterrupt:
-            if model is not None:
-                if not isinstance(model, OffPolicyAlgorithm):
-                    model.num_timesteps = checkpoint.rollout_start
-                save_checkpoint(model, ckpt)
+            if model is not None and checkpoint.save_interrupted():
                 handle.write_status(num_timesteps=int(model.num_timesteps))
             raise
         finally:
@@ -421,8 +468,31 @@ class SB3Trainer:
             one_line = " ".join(str(err).split())  # torch lists each misfit on its own line
             raise ConfigError(f"{run.name}: 'init': {one_line}") from None
 
+    def check_resume(self, path: Path, run: RunConfig) -> None:
+        """Read the checkpoint as :meth:`train` will resume it, writing nothing, so that a
+        refused one (pickled, tampered, of another model) leaves the run folder as it was.
+
+        The model is the run's (its replay buffer shrunk: the buffer file is checked by its
+        array names, types and shapes, read from the ``.npz`` headers)."""
+        ckpt = path / "checkpoints"
+        if not (ckpt / "last.zip").exists():
+            return  # a resume from step 0
+        done = int(read_counters(ckpt / "last.zip").get("num_timesteps", 0))
+        plan = stages(run)
+        stage = next((s for s, end in plan if done < end), plan[-1][0])
+        env = factory.make_vec_env(stage, n_envs=1)  # no Monitor files
+        try:
+            model = factory.make_model(stage, env, probe=True)
+            self._restore(model, ckpt, env, buffer=False)
+            buffer_file = checkpoint_files(ckpt, int(model.num_timesteps))[0]
+            if isinstance(model, OffPolicyAlgorithm) and buffer_file.exists():
+                check_replay_buffer(model.replay_buffer, buffer_file)
+            read_logger_state(ckpt / "last.zip")
+        finally:
+            env.close()
+
     @staticmethod
-    def _restore(model: BaseAlgorithm, ckpt: Path, venv: Any) -> None:
+    def _restore(model: BaseAlgorithm, ckpt: Path, venv: Any, buffer: bool = True) -> None:
         """Checkpoint tensors, counters, replay buffer and statistics into a model built
         from the config (no file is unpickled)."""
         for old in ("last_replay_buffer.pkl", "last_vecnormalize.pkl"):
@@ -430,7 +500,7 @@ class SB3Trainer:
                 raise refuse_pickle(ckpt / old, "checkpoint file")
         load_model(model, ckpt / "last.zip")
         buffer_file, stats_file = checkpoint_files(ckpt, int(model.num_timesteps))
-        if isinstance(model, OffPolicyAlgorithm) and buffer_file.exists():
+        if buffer and isinstance(model, OffPolicyAlgorithm) and buffer_file.exists():
             load_replay_buffer(model.replay_buffer, buffer_file)
         if isinstance(venv, VecNormalize) and stats_file.exists():
             load_vecnormalize(venv, stats_file)

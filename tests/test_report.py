@@ -1,0 +1,163 @@
+"""attn-zoo report: tables, CSV and curves from small run folders made here, the page block."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from zoo.cli import main
+from zoo.config_checks import ConfigError
+from zoo.report import (
+    EXPERIMENTS,
+    chain_rows,
+    collect,
+    find_experiment,
+    plot_chain,
+    report,
+    summary_table,
+)
+
+PAGE = "intro\n<!-- report: attn-zoo report E7 -->\nold table\n<!-- /report -->\nafter\n"
+
+
+def _run(folder: Path, seed: int, test: float, returns: list[float]) -> Path:
+    """A finished PPO-like run folder: eval.json, status.json, config.yml and metrics.csv."""
+    folder.mkdir(parents=True)
+    policy = {"n_episodes": 10, "mean_reward": test, "std_reward": 1.5}
+    (folder / "eval.json").write_text(json.dumps({"policies": {"stochastic": policy}}))
+    status = {"seed": seed, "state": "finished", "num_timesteps": 1000, "wall_seconds": 120.0}
+    (folder / "status.json").write_text(json.dumps(status))
+    (folder / "config.yml").write_text("# atariari/Pong-L-fc (budget cpu), seed 0\natariari:\n")
+    rows = ["step,wall_time,metric,value"]
+    rows += [f"{100 * (i + 1)},{i}.0,episode_return,{value}" for i, value in enumerate(returns)]
+    (folder / "metrics.csv").write_text("\n".join(rows) + "\n")
+    return folder
+
+
+def _grid(root: Path) -> None:
+    """E7's first two cells under ROOT/results, two seeds and one seed."""
+    cell = root / "results" / "atariari" / "Pong-L-g_awrl"
+    _run(cell / "0-20260101-000000", 0, -20.0, [-21.0] * 9 + [-19.0])
+    _run(cell / "1-20260101-000000", 1, 10.0, [-21.0] * 9 + [11.0])
+    _run(root / "results" / "atariari" / "Pong-L-fc" / "0-20260101-000000", 0, -5.0, [-4.0] * 10)
+
+
+def test_find_experiment_by_key_or_name_and_error_lists_them() -> None:
+    assert find_experiment("e3") is find_experiment("cartpole_pi")
+    assert [e.key for e in EXPERIMENTS] == [f"E{i}" for i in range(1, 9)]
+    with pytest.raises(ConfigError, match=r"choose one of E1 \(mnist\)"):
+        find_experiment("E9")
+
+
+def test_table_mean_and_sd_over_seeds_and_over_episodes_for_one_run(tmp_path: Path) -> None:
+    root = tmp_path
+    _grid(root)
+    exp = find_experiment("E7")
+    small = type(exp)(exp.key, exp.name, exp.folder, exp.score, exp.cells[:2], exp.page)
+    lines = summary_table(collect(small, root / "results"), small).splitlines()
+    assert lines[0].startswith("| cell | runs | test return | per run | training return")
+    # two seeds: -5.0 ± sd(-20, 10) = 21.2; the final 10% of steps (900-1000) holds the last
+    # two episodes: (-21 - 19) / 2 = -20 and (-21 + 11) / 2 = -5
+    assert lines[2] == (
+        "| Pong L, g-AWRL | 2 | -5.0 ± 21.2 (2 seeds) | -20.0 / 10.0 | -12.5 ± 10.6 | learns Pong |"
+    )
+    assert lines[3] == "| Pong L, FC | 1 | -5.0 ± 1.5 (10 episodes) | | -4.0 | |"
+
+
+def test_report_writes_summary_csv_curves_and_refreshes_the_page(tmp_path: Path) -> None:
+    root = tmp_path
+    _grid(root)
+    page = root / "docs" / "experiments" / "e7_atariari.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(PAGE)
+    exp = find_experiment("E7")
+    with pytest.raises(ConfigError, match="no finished run folder"):
+        report("E7", root=root, plot=False)  # the other six cells have no runs here
+    assert page.read_text() == PAGE  # nothing written
+    assert not (root / "results" / "atariari" / "report").exists()
+
+    folders = [root / "results" / "atariari" / "Pong-L-g_awrl"]
+    out = root / "out"
+    result = report("E7", folders, root=root, out=out)
+    assert result.experiment is exp
+    assert {p.name for p in result.written} == {
+        "summary.md",
+        "summary.csv",
+        "curves.png",
+    }
+    assert page.read_text() == PAGE  # other runs than the page's evidence: page untouched
+    assert result.table in (out / "summary.md").read_text()
+    with (out / "summary.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["seed"], r["score"], r["final_return"]) for r in rows] == [
+        ("0", "-20", "-20"),
+        ("1", "10", "-5"),
+    ]
+    assert (out / "curves.png").stat().st_size > 0 and (out / "curves.csv").is_file()
+
+
+def test_default_cells_refresh_the_marked_page_table(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path
+    _grid(root)
+    page = root / "docs" / "experiments" / "e7_atariari.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(PAGE)
+    exp = find_experiment("E7")
+    small = type(exp)(exp.key, exp.name, exp.folder, exp.score, exp.cells[:2], exp.page)
+    monkeypatch.setattr("zoo.report.EXPERIMENTS", (small,))
+    result = report("E7", root=root, plot=False)
+    assert page in result.written
+    text = page.read_text()
+    assert "old table" not in text and result.table in text
+    assert text.startswith("intro\n<!-- report: attn-zoo report E7 -->\n| cell |")
+    assert (root / "results" / "atariari" / "report" / "summary.md").is_file()
+
+    page.write_text("no markers\n")
+    (root / "results" / "atariari" / "report" / "summary.md").unlink()
+    with pytest.raises(ValueError, match="needs one"):
+        report("E7", root=root, plot=False)
+    assert not (root / "results" / "atariari" / "report" / "summary.md").exists()
+
+
+def test_cli_report_prints_the_table_and_user_errors_exit_2(tmp_path: Path, capsys) -> None:
+    _grid(tmp_path)
+    run = tmp_path / "results" / "atariari" / "Pong-L-fc"
+    assert main(["report", "atariari", str(run), "--out", str(tmp_path / "o"), "--no-plot"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| cell | runs | test return |") and "| 1 | -5.0 ± 1.5" in out
+    assert main(["report", "E9"]) == 2
+    assert "attn-zoo: error: unknown experiment 'E9'" in capsys.readouterr().err
+    assert main(["report", "E7", str(tmp_path / "missing"), "--no-plot"]) == 2
+    assert not (tmp_path / "missing").exists()
+
+
+def test_chain_places_stages_end_to_end_by_wall_time(tmp_path: Path) -> None:
+    stages = []
+    for i, (count, wall, checks, final) in enumerate(
+        [
+            ("update", 600.0, [(50, 10.0), (100, 20.0)], 15.0),
+            ("generation", 300.0, [(0, 18.0)], 30.0),
+        ]
+    ):
+        stage = tmp_path / f"{i + 1}_stage"
+        stage.mkdir()
+        status = {"wall_seconds": wall, count: checks[-1][0] or 10}
+        (stage / "status.json").write_text(json.dumps(status))
+        rows = [{count: c, "test_mean": m} for c, m in checks]
+        (stage / "evaluations.json").write_text(json.dumps(rows))
+        policy = {"deterministic": {"mean_reward": final}}
+        (stage / "eval.json").write_text(json.dumps({"policies": policy}))
+        stages.append(stage)
+    assert chain_rows(stages) == [
+        ("1_stage", "check", 5.0, 10.0),
+        ("1_stage", "check", 10.0, 20.0),
+        ("1_stage", "final", 10.0, 15.0),
+        ("2_stage", "check", 10.0, 18.0),  # generation 0: the second stage's start
+        ("2_stage", "final", 15.0, 30.0),
+    ]
+    out = plot_chain(stages, tmp_path / "chain.png", goal=25.0)
+    assert out.stat().st_size > 0
+    assert (tmp_path / "chain.csv").read_text().splitlines()[-1] == "2_stage,final,15.0,30.0"

@@ -1,0 +1,661 @@
+"""``attn-zoo report``: the summary table and curves of an experiment, from its run folders.
+
+Each seed experiment E1-E8 has a :class:`Experiment` in :data:`EXPERIMENTS`: its committed
+run folders under ``results/`` grouped into :class:`Cell` rows (the seeds of one cell are
+its runs), the score a row reports (test accuracy, success rate or mean test return, read
+from each run's ``eval.json``) and the source's published figure beside it.
+:func:`report` reads the runs, writes ``summary.md`` (the table and one row per run),
+``summary.csv`` (one row per run) and ``curves.png`` / ``curves.csv``
+(:func:`zoo.plots.plot_runs`), and puts the table between the markers
+``<!-- report: ... -->`` and ``<!-- /report -->`` of the experiment's documentation page
+(:func:`zoo.results.replace_block`), so the numbers in the docs are generated, never typed.
+
+Example:
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> for seed, acc in enumerate([0.9, 0.8]):
+    ...     run = root / "cnn" / f"{seed}-20260101-000000"
+    ...     run.mkdir(parents=True)
+    ...     _ = (run / "eval.json").write_text(json.dumps({"test_accuracy": acc}))
+    ...     _ = (run / "status.json").write_text(json.dumps({"seed": seed}))
+    >>> exp = Experiment("E0", "demo", "demo", "test accuracy", (Cell("CNN", "cnn/*", "85%"),))
+    >>> print(summary_table(collect(exp, root), exp))
+    | cell | runs | test accuracy | per run | published |
+    | --- | ---: | --- | --- | --- |
+    | CNN | 2 | 85.0% ± 7.1% (2 seeds) | 90.0% / 80.0% | 85% |
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zoo.config_checks import ConfigError
+from zoo.metrics import read_metrics, series
+from zoo.results import final_return, replace_block
+
+__all__ = [
+    "EXPERIMENTS",
+    "Cell",
+    "CellResult",
+    "Experiment",
+    "Report",
+    "RunScore",
+    "chain_rows",
+    "collect",
+    "find_experiment",
+    "plot_chain",
+    "read_score",
+    "report",
+    "runs_in",
+    "summary_table",
+]
+
+MARKER = "report"
+"""Name of the page block the table goes into: ``<!-- report: ... -->`` ... ``<!-- /report -->``."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One row of an experiment's table.
+
+    Attributes:
+        label: the row's name.
+        pattern: glob, relative to the results folder, of the row's run folders (or of
+            folders holding them, one level down): the seeds of one cell.
+        published: the source's figure for this row, as the source states it.
+        policy: which ``eval.json`` policy to read (default: the first one).
+        plot: draw its runs in the curves figure; off for a cell whose runs share a
+            config name with another cell's (the figure groups runs by that name).
+    """
+
+    label: str
+    pattern: str
+    published: str = ""
+    policy: str | None = None
+    plot: bool = True
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One seed experiment's report: where its runs are and what its table shows.
+
+    Attributes:
+        key: ``E1`` ... ``E8``.
+        name: the name ``attn-zoo report`` takes (besides the key).
+        folder: its folder under ``results/``: the default output of the report.
+        score: the score's column title; ``test accuracy`` reads ``eval.json``'s
+            ``test_accuracy``, a title with ``success`` the policy's ``success_rate``,
+            anything else its ``mean_reward``.
+        cells: the rows.
+        page: its documentation page, relative to the repository root.
+        final: the training episodes the "training return" column averages: a fraction of
+            the steps (below 1) or a number of final env steps (1 or more).
+        final_from_eval: read that column from ``eval.json``'s ``training_return`` (the
+            trainer's own final window, e.g. seed 003's last 10,000 frames) instead.
+        chain: the stage run folders of a curriculum, in order (relative to the results
+            folder): drawn end to end against wall time (:func:`plot_chain`).
+        goal: a return line drawn on the chain's figure.
+    """
+
+    key: str
+    name: str
+    folder: str
+    score: str
+    cells: tuple[Cell, ...]
+    page: str = ""
+    final: float = 0.1
+    final_from_eval: bool = False
+    chain: tuple[str, ...] = ()
+    goal: float | None = None
+
+    @property
+    def percent(self) -> bool:
+        return "accuracy" in self.score or "success" in self.score
+
+
+@dataclass(frozen=True)
+class RunScore:
+    """What a table reads of one run folder (:func:`read_score`)."""
+
+    path: Path
+    seed: int | None
+    score: float
+    score_sd: float | None  # over the test episodes
+    episodes: int | None
+    final_return: float | None  # training episodes' return at the end, when logged
+    num_timesteps: int | None
+    wall_minutes: float | None
+
+
+@dataclass(frozen=True)
+class CellResult:
+    cell: Cell
+    runs: tuple[RunScore, ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    """What :func:`report` produced: the rows, the table, and the files it wrote."""
+
+    experiment: Experiment
+    cells: tuple[CellResult, ...]
+    table: str
+    written: tuple[Path, ...]
+
+
+def _c(
+    label: str, pattern: str, published: str = "", policy: str | None = None, plot: bool = True
+) -> Cell:
+    return Cell(label, pattern, published, policy, plot)
+
+
+EXPERIMENTS: tuple[Experiment, ...] = (
+    Experiment(
+        "E1",
+        "mnist",
+        "mnist",
+        "test accuracy",
+        (
+            _c("relational, cpu budget (300 iterations)", "mnist/digits/relational/*", "94.6%"),
+            _c("CNN, cpu budget (300 iterations)", "mnist/digits/cnn/*", "87.8%"),
+            _c("relational, full budget (1,000)", "mnist/digits_full/relational/*", "94.6%"),
+            _c("CNN, full budget (1,000)", "mnist/digits_full/cnn/*", "87.8%"),
+        ),
+        "docs/experiments/e1_mnist.md",
+    ),
+    Experiment(
+        "E2",
+        "doorkey",
+        "doorkey",
+        "test success rate",
+        (
+            _c("ε = 0.05", "doorkey", "≥ 94%", "eps0.05"),
+            _c("greedy", "doorkey", "≥ 94%", "greedy"),
+            _c("ε = 0.5 (the book's acting policy)", "doorkey", "≥ 94%", "eps0.5"),
+        ),
+        "docs/experiments/e2_doorkey.md",
+    ),
+    Experiment(
+        "E3",
+        "cartpole_pi",
+        "cartpole_pi",
+        "test return",
+        (
+            _c("PI, curriculum route (`pi`)", "cartpole_pi/pi", "472 ± 426"),
+            _c(
+                "PI, the route again (seeds 16, 17)",
+                "cartpole_pi/pop512/7_tune_after_seed16",
+                plot=False,
+            ),
+            _c("PI, its last stage with seed 8", "cartpole_pi/pop512/7_tune_seed8", plot=False),
+            _c("PI, CMA-ES from x0 = 0 (`pi_x0`)", "cartpole_pi/pi_x0", "472 ± 426"),
+            _c("FNN", "cartpole_pi/fnn", "593 ± 433"),
+            _c("PI, the authors' checkpoint", "pretrained/cartpole_pi", "516.6 ± 420.4 (log)"),
+        ),
+        "docs/experiments/e3_cartpole.md",
+        chain=(
+            "cartpole_pi/two_core/1_hold",
+            "cartpole_pi/two_core/2_catch",
+            "cartpole_pi/two_core/3_tune",
+            "cartpole_pi/two_core/4_tune",
+            "cartpole_pi/two_core/5_tune",
+            "cartpole_pi/pop512/6_tune_pop512",
+            "cartpole_pi/pi",
+        ),
+        goal=450.0,
+    ),
+    Experiment(
+        "E4",
+        "ant_bc",
+        "ant_bc",
+        "test return",
+        (
+            _c("PI (BC), cpu budget, 20 epochs", "ant_bc/ant_pi_bc", "2034 ± 948"),
+            _c("larger PI (BC), cpu budget, 20 epochs", "ant_bc/ant_pi_bc_large", "2579 ± 457"),
+        ),
+        "docs/experiments/e4_ant.md",
+    ),
+    Experiment(
+        "E5",
+        "puzzle_pong",
+        "puzzle_pong",
+        "test return",
+        (
+            _c("KL student of the every-phase teacher", "puzzle_pong/phases/kl", "21 ± 0"),
+            _c("cross-entropy student of it", "puzzle_pong/phases/ce", "21 ± 0", plot=False),
+            _c("the every-phase RAM teacher", "puzzle_pong/teacher_phases/0"),
+            _c("KL student, occlusion 0.3 in training", "puzzle_pong/phases/kl_0.3", "21"),
+            _c("KL student, occlusion 0.5 in training", "puzzle_pong/phases/kl_0.5", "21"),
+            _c("KL student of the first teacher", "puzzle_pong/exact/kl", "21 ± 0", plot=False),
+        ),
+        "docs/experiments/e5_puzzle_pong.md",
+    ),
+    Experiment(
+        "E6",
+        "car_racing",
+        "pretrained",
+        "test return",
+        (
+            _c(
+                "AttentionNeuron (`carracing_pi`), classic screen", "pretrained/carracing_pi", "801"
+            ),
+            _c(
+                "the same, Gymnasium's screen",
+                "pretrained/carracing_pi_gymnasium_screen",
+                "801",
+            ),
+        ),
+        "docs/experiments/e6_car_racing.md",
+    ),
+    Experiment(
+        "E7",
+        "atariari",
+        "atariari",
+        "test return",
+        tuple(
+            _c(f"Pong {cond}, {label}", f"atariari/Pong-{cond}-{model}/*", claim)
+            for cond, model, label, claim in (
+                ("L", "g_awrl", "g-AWRL", "learns Pong"),
+                ("L", "fc", "FC", ""),
+                ("4L", "g_awrl", "g-AWRL", "learns; ahead of a-CNN"),
+                ("4L", "d_awrl", "d-AWRL", "learns Pong"),
+                ("4L", "content", "g-AWRL content-only", "fast but unstable"),
+                ("4L", "address", "g-AWRL address-only", "stable but low"),
+                ("4L", "fc", "FC", ""),
+                ("4L", "acnn", "a-CNN", "behind g-AWRL"),
+            )
+        ),
+        "docs/experiments/e7_atariari.md",
+    ),
+    Experiment(
+        "E8",
+        "atari_nonlocal",
+        "atari_nonlocal",
+        "test return",
+        (
+            _c("Pong, Nature CNN", "atari_nonlocal/Pong-cnn/*", "18.1 (10M steps)"),
+            _c("Pong, non-local before FC", "atari_nonlocal/Pong-fc/*", "19.5 (10M steps)"),
+        ),
+        "docs/experiments/e8_atari_nonlocal.md",
+        final=10_000,
+        final_from_eval=True,
+    ),
+)
+
+
+def find_experiment(name: str) -> Experiment:
+    """The experiment called ``name`` (``E3``, ``e3`` or ``cartpole_pi``).
+
+    Raises:
+        ConfigError: no such experiment (the message lists them).
+    """
+    for exp in EXPERIMENTS:
+        if name.lower() in (exp.key.lower(), exp.name):
+            return exp
+    names = ", ".join(f"{e.key} ({e.name})" for e in EXPERIMENTS)
+    raise ConfigError(f"unknown experiment {name!r} for report; choose one of {names}")
+
+
+def runs_in(folder: Path) -> list[Path]:
+    """``folder`` if it is a finished run folder (it has ``eval.json``), else the ones
+    directly inside it, sorted."""
+    if (folder / "eval.json").is_file():
+        return [folder]
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if (p / "eval.json").is_file())
+
+
+def read_score(
+    run: str | Path,
+    score: str,
+    policy: str | None = None,
+    final: float = 0.1,
+    final_from_eval: bool = False,
+) -> RunScore:
+    """One run's score (see :class:`Experiment`), its spread over test episodes, and its
+    training episodes' final return (:func:`zoo.results.final_return`) when it logged any.
+
+    Raises:
+        ConfigError: ``eval.json`` lacks the score or the policy.
+    """
+    run = Path(run)
+    result = json.loads((run / "eval.json").read_text())
+    status_file = run / "status.json"
+    status: dict[str, Any] = json.loads(status_file.read_text()) if status_file.is_file() else {}
+    sd: float | None = None
+    episodes: int | None = None
+    if score == "test accuracy":
+        if "test_accuracy" not in result:
+            raise ConfigError(f"{run}/eval.json has no test_accuracy")
+        value = float(result["test_accuracy"])
+        episodes = result.get("n_test")
+    else:
+        policies = result.get("policies") or {}
+        name = policy or next(iter(policies), None)
+        if name not in policies:
+            raise ConfigError(f"{run}/eval.json has no policy {name!r} (has {sorted(policies)})")
+        entry = policies[name]
+        key = "success_rate" if "success" in score else "mean_reward"
+        value = float(entry[key])
+        sd = None if key == "success_rate" else float(entry["std_reward"])
+        episodes = entry.get("n_episodes")
+    return RunScore(
+        path=run,
+        seed=status.get("seed"),
+        score=value,
+        score_sd=sd,
+        episodes=episodes,
+        final_return=_from_eval(result) if final_from_eval else _final_return(run, final),
+        num_timesteps=status.get("num_timesteps"),
+        wall_minutes=status["wall_seconds"] / 60 if "wall_seconds" in status else None,
+    )
+
+
+def _from_eval(result: dict[str, Any]) -> float | None:
+    training = result.get("training_return")
+    return None if training is None else float(training["mean_reward"])
+
+
+def _final_return(run: Path, final: float) -> float | None:
+    if not (run / "metrics.csv").is_file():
+        return None
+    steps, returns = series(read_metrics(run), "episode_return")
+    if len(steps) == 0:
+        return None
+    fraction = final if final < 1 else min(1.0, final / float(np.max(steps)))
+    return final_return(steps, returns, fraction)
+
+
+def collect(
+    experiment: Experiment, results: str | Path = "results", folders: Sequence[str | Path] = ()
+) -> tuple[CellResult, ...]:
+    """The experiment's rows: its :data:`EXPERIMENTS` cells under ``results``, or one row per
+    folder of ``folders`` (a run folder, or a folder of seed run folders).
+
+    Raises:
+        ConfigError: a cell or folder holds no finished run folder.
+    """
+    if folders:
+        cells = [Cell(str(f), "", "", None) for f in folders]
+        groups = [runs_in(Path(f)) for f in folders]
+    else:
+        cells = list(experiment.cells)
+        root = Path(results)
+        groups = [
+            [run for match in sorted(root.glob(c.pattern)) for run in runs_in(match)] for c in cells
+        ]
+    rows = []
+    for cell, runs in zip(cells, groups, strict=True):
+        if not runs:
+            where = cell.label if folders else f"{results}/{cell.pattern}"
+            raise ConfigError(f"{where}: no finished run folder (a folder with eval.json)")
+        scores = tuple(
+            read_score(
+                r, experiment.score, cell.policy, experiment.final, experiment.final_from_eval
+            )
+            for r in runs
+        )
+        rows.append(CellResult(cell, scores))
+    return tuple(rows)
+
+
+def _fmt(value: float, percent: bool) -> str:
+    return f"{value:.1%}" if percent else f"{value:.1f}"
+
+
+def _score_text(runs: Sequence[RunScore], percent: bool, unit: str) -> str:
+    values = [r.score for r in runs]
+    if len(values) > 1:
+        mean, sd = statistics.mean(values), statistics.stdev(values)
+        return f"{_fmt(mean, percent)} ± {_fmt(sd, percent)} ({len(values)} seeds)"
+    run = runs[0]
+    text = _fmt(run.score, percent)
+    if run.score_sd is not None:
+        text += f" ± {_fmt(run.score_sd, percent)}"
+    if run.episodes:
+        text += f" ({run.episodes} {unit})"
+    return text
+
+
+def _final_text(runs: Sequence[RunScore]) -> str:
+    finals = [r.final_return for r in runs if r.final_return is not None]
+    if not finals:
+        return ""
+    if len(finals) == 1:
+        return f"{finals[0]:.1f}"
+    return f"{statistics.mean(finals):.1f} ± {statistics.stdev(finals):.1f}"
+
+
+def _final_title(exp: Experiment) -> str:
+    if exp.final_from_eval:
+        return f"last {exp.final:,.0f} frames (eval.json)"
+    return f"last {exp.final:.0%} of steps" if exp.final < 1 else f"last {exp.final:,.0f} steps"
+
+
+def summary_table(cells: Sequence[CellResult], experiment: Experiment) -> str:
+    """The Markdown table of :func:`collect`'s rows: score (mean ± sd over seeds, or over
+    test episodes for a single run), each run's score where a cell has several, the training
+    return at the end where the runs logged it, and the published figure."""
+    exp = experiment
+    many = any(len(row.runs) > 1 for row in cells)
+    finals = [_final_text(row.runs) for row in cells]
+    titles = ["cell", "runs", exp.score]
+    titles += ["per run"] if many else []
+    titles += [f"training return, {_final_title(exp)}"] if any(finals) else []
+    lines = [_md_row([*titles, "published"]), "| --- | ---: |" + " --- |" * (len(titles) - 1)]
+    for row, final in zip(cells, finals, strict=True):
+        unit = "test images" if exp.score == "test accuracy" else "episodes"
+        values: list[Any] = [
+            row.cell.label,
+            len(row.runs),
+            _score_text(row.runs, exp.percent, unit),
+        ]
+        if many:
+            several = len(row.runs) > 1
+            values.append(
+                " / ".join(_fmt(r.score, exp.percent) for r in row.runs) if several else ""
+            )
+        if any(finals):
+            values.append(final)
+        lines.append(_md_row([*values, row.cell.published]))
+    return "\n".join(lines)
+
+
+def _md_row(values: Sequence[Any]) -> str:
+    """A Markdown table row; an empty cell is ``| |``."""
+    return "|" + "|".join(f" {v} " if str(v) else " " for v in values) + "|"
+
+
+def _run_rows(cells: Sequence[CellResult]) -> list[list[Any]]:
+    rows = []
+    for row in cells:
+        for r in row.runs:
+            rows.append(
+                [
+                    row.cell.label,
+                    r.path.as_posix(),
+                    "" if r.seed is None else r.seed,
+                    f"{r.score:.6g}",
+                    "" if r.score_sd is None else f"{r.score_sd:.6g}",
+                    "" if r.episodes is None else r.episodes,
+                    "" if r.final_return is None else f"{r.final_return:.6g}",
+                    "" if r.num_timesteps is None else r.num_timesteps,
+                    "" if r.wall_minutes is None else f"{r.wall_minutes:.1f}",
+                ]
+            )
+    return rows
+
+
+CSV_COLUMNS = (
+    "cell",
+    "run",
+    "seed",
+    "score",
+    "score_sd_episodes",
+    "episodes",
+    "final_return",
+    "num_timesteps",
+    "wall_minutes",
+)
+
+
+def chain_rows(stages: Sequence[str | Path]) -> list[tuple[str, str, float, float]]:
+    """A curriculum's stages end to end: ``(stage, kind, minutes, mean return)`` rows.
+
+    Each stage's periodic checks (``evaluations.json``: ``test_mean`` at an ``update`` or
+    ``generation``) are placed at the wall time they were reached, assuming an even pace
+    through the stage (``status.json``'s ``wall_seconds`` over its count), after the wall
+    time of the stages before it (kind ``check``); its final test (``eval.json``'s first
+    policy) at its end (kind ``final``).
+
+    Example:
+        >>> import tempfile
+        >>> stage = Path(tempfile.mkdtemp()) / "1_hold"
+        >>> stage.mkdir()
+        >>> status = {"wall_seconds": 120.0, "update": 10}
+        >>> _ = (stage / "status.json").write_text(json.dumps(status))
+        >>> checks = [{"update": 5, "test_mean": 1.0}, {"update": 10, "test_mean": 3.0}]
+        >>> _ = (stage / "evaluations.json").write_text(json.dumps(checks))
+        >>> final = {"policies": {"deterministic": {"mean_reward": 2.5}}}
+        >>> _ = (stage / "eval.json").write_text(json.dumps(final))
+        >>> for row in chain_rows([stage, stage]):  # the same stage twice: 2 min each
+        ...     print(row)
+        ('1_hold', 'check', 1.0, 1.0)
+        ('1_hold', 'check', 2.0, 3.0)
+        ('1_hold', 'final', 2.0, 2.5)
+        ('1_hold', 'check', 3.0, 1.0)
+        ('1_hold', 'check', 4.0, 3.0)
+        ('1_hold', 'final', 4.0, 2.5)
+    """
+    rows: list[tuple[str, str, float, float]] = []
+    offset = 0.0
+    for stage in map(Path, stages):
+        status = json.loads((stage / "status.json").read_text())
+        wall = float(status["wall_seconds"])
+        count = "update" if "update" in status else "generation"
+        total = max(float(status[count]), 1.0)
+        for check in json.loads((stage / "evaluations.json").read_text()):
+            minutes = (offset + wall * check[count] / total) / 60
+            rows.append((stage.name, "check", round(minutes, 2), float(check["test_mean"])))
+        offset += wall
+        if (stage / "eval.json").is_file():
+            policies = json.loads((stage / "eval.json").read_text())["policies"]
+            score = float(next(iter(policies.values()))["mean_reward"])
+            rows.append((stage.name, "final", round(offset / 60, 2), score))
+    return rows
+
+
+def plot_chain(
+    stages: Sequence[str | Path], out: str | Path, goal: float | None = None, title: str = ""
+) -> Path:
+    """Draw :func:`chain_rows` (one line per stage, its final tests as dots) to the PNG
+    ``out``, with the rows in a CSV beside it (same stem); returns the PNG path."""
+    from attn_policies.canvas import new_figure, save_figure
+
+    rows = chain_rows(stages)
+    out = Path(out)
+    fig = new_figure(8.0, 4.5)
+    ax = fig.subplots()
+    for stage in dict.fromkeys(r[0] for r in rows):
+        checks = [r for r in rows if r[0] == stage and r[1] == "check"]
+        ax.plot([r[2] for r in checks], [r[3] for r in checks], lw=1, label=stage)
+    finals = [r for r in rows if r[1] == "final"]
+    ax.plot([r[2] for r in finals], [r[3] for r in finals], "ko", ms=4, label="final test")
+    if goal is not None:
+        ax.axhline(goal, color="r", lw=0.8, ls=":", label=f"goal {goal:g}")
+    ax.set_xlabel("wall minutes from scratch (stages end to end)")
+    ax.set_ylabel("mean test return")
+    ax.set_title(title or "curriculum stages end to end")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    save_figure(fig, out, dpi=110)
+    with out.with_suffix(".csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(("stage", "kind", "minutes", "mean_return"))
+        writer.writerows(rows)
+    return out
+
+
+def report(
+    name: str,
+    folders: Sequence[str | Path] = (),
+    *,
+    root: str | Path = ".",
+    out: str | Path | None = None,
+    plot: bool = True,
+) -> Report:
+    """Summarise an experiment's runs: write ``summary.md``, ``summary.csv`` and the curves
+    (``curves.png`` and ``curves.csv``; for a curriculum also ``chain.png`` and ``chain.csv``,
+    :func:`plot_chain`) into ``out``, and refresh the page's table.
+
+    Args:
+        name: the experiment (:func:`find_experiment`).
+        folders: run folders (or folders of seed run folders), one row each; default: the
+            experiment's cells under ``root/results``.
+        root: the repository root (``results/`` and ``docs/`` are under it).
+        out: the output folder; default ``root/results/<folder>/report`` for the default
+            cells, else ``report`` inside the first folder given.
+        plot: draw the curves (off for a quick table).
+
+    Only the default cells refresh the documentation page (when ``root`` has it; first, so
+    a page without its markers stops the report before it writes anything): a table of
+    other runs is not the page's evidence.
+
+    Raises:
+        ConfigError: unknown experiment, or a cell without finished runs. Nothing is
+            written then.
+    """
+    from zoo.plots import find_run_dirs, plot_runs
+
+    exp = find_experiment(name)
+    root = Path(root)
+    cells = collect(exp, root / "results", folders)
+    table = summary_table(cells, exp)
+    target = (
+        Path(out)
+        if out is not None
+        else (Path(folders[0]) / "report" if folders else root / "results" / exp.folder / "report")
+    )
+    runs = list(dict.fromkeys(r.path for row in cells for r in row.runs))
+    if plot:
+        find_run_dirs(runs)  # a run without config.yml fails here, before anything is written
+    page = root / exp.page
+    refreshed = False
+    if not folders and exp.page and page.is_file():
+        before = page.read_text()
+        replace_block(page, MARKER, table)  # its "changed" compares unequal line splits
+        refreshed = page.read_text() != before
+    target.mkdir(parents=True, exist_ok=True)
+    run_rows = _run_rows(cells)
+    per_run = [
+        "| cell | run | seed | score | ± over episodes | episodes | training return | steps "
+        "| wall min |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        *(_md_row(row) for row in run_rows),
+    ]
+    text = f"# {exp.key} ({exp.name})\n\n{table}\n\n" + "\n".join(per_run) + "\n"
+    written = [target / "summary.md", target / "summary.csv"]
+    written[0].write_text(text)
+    with written[1].open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(CSV_COLUMNS)
+        writer.writerows(run_rows)
+    if plot:
+        plotted = [r.path for row in cells if row.cell.plot or folders for r in row.runs]
+        written.append(plot_runs(list(dict.fromkeys(plotted)), out=target / "curves.png"))
+        if exp.chain and not folders:
+            stages = [root / "results" / stage for stage in exp.chain]
+            title = f"{exp.key}: the curriculum's stages end to end"
+            written.append(plot_chain(stages, target / "chain.png", exp.goal, title))
+    if refreshed:
+        written.append(page)
+    return Report(exp, cells, table, tuple(written))
