@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -87,19 +88,22 @@ def test_show_with_budget_and_set(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_closed_pipe_stops_quietly() -> None:
-    # `attn-zoo show ... | head -1`: the reader leaves after one line; the matrix's configs
-    # overflow the pipe's buffer, so a later write meets a closed pipe.
-    proc = subprocess.Popen(
-        ["attn-zoo", "show", "atari_nonlocal", "--budget", "full"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    assert proc.stdout.readline().startswith(b"# atari_nonlocal/")
-    proc.stdout.close()
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 141
-    assert err == ""
+    # `attn-zoo show ... | head -1` where the reader has already left: stdout is a pipe whose
+    # read end is closed before the command starts, so its first write meets a closed pipe
+    # whatever the timing (a reader that leaves mid-output raced the command's final flush).
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            ["attn-zoo", "show", "atari_nonlocal", "--budget", "full"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141
+    assert proc.stderr.decode() == ""
 
 
 @pytest.mark.parametrize("stderr", ["own", "into-stdout"], ids=["stdout", "stdout-and-stderr"])
