@@ -271,6 +271,16 @@ def check_search_memory(run: RunConfig) -> None:
     check_memory(run.name, need, what, "lower population or the policy's size")
 
 
+def check_policy_memory(run: RunConfig, copies: int = 4) -> None:
+    """Refuse a policy too large for memory before it is built (gradient trainers, APG and
+    DAgger): ``copies`` float32 copies of its parameters (weights, gradients, Adam's two
+    moments)."""
+    n = count_parameters(run)
+    if n is not None:
+        what = f"a policy of {n:,} parameters"
+        check_memory(run.name, n * 4 * copies, what, "lower the policy's size")
+
+
 def init_vector(run: RunConfig) -> np.ndarray | None:
     """The flat parameters ``init`` names (a run folder's best model, or a state dict file of
     the run's policy), read as tensors only; ``None`` without ``init``."""
