@@ -1,8 +1,16 @@
-"""Atomic file writes: a kill or a full disk at any moment leaves the old file or the new one.
+"""Atomic file writes: a kill or a full disk at any moment leaves the old file or the new one,
+and no write ever goes through a symlink.
 
-Every write goes to a temporary file in the same folder (same file system, so the final
+Every write goes to a fresh temporary file in the same folder (same file system, so the final
 ``os.replace`` is atomic), is flushed to disk, and only then replaces the target; on any
-error the temporary file is removed and the previous file is untouched.
+error the temporary file is removed and the previous file is untouched. ``os.replace``
+replaces a symlink at the target by the new file, never the file the link points at, so a
+shared run folder whose ``curves.png`` links to ``~/.bashrc`` cannot make a command write
+there. The temporary file is created exclusively (``O_EXCL``, a random name), so a planted
+link cannot catch it either. Files that grow by appends are opened with
+:func:`open_append`, which refuses a symlink, and the folders a run keeps inside its own
+folder (``checkpoints``, ``monitor``, ``robustness``) are made with :func:`make_folder`,
+which replaces a symlink there by a real folder.
 
 Example:
     >>> import tempfile, json
@@ -18,10 +26,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
-__all__ = ["atomic_path", "atomic_write"]
+__all__ = [
+    "atomic_path",
+    "atomic_write",
+    "commit",
+    "discard",
+    "make_folder",
+    "open_append",
+    "temp_path",
+]
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -33,26 +51,56 @@ def _fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
+def temp_path(path: str | Path) -> Path:
+    """A new, empty temporary file beside ``path`` to write its next content to.
+
+    Its name keeps ``path``'s suffix (libraries such as SB3 append ``.zip`` to names without
+    it, OpenCV and matplotlib pick the format from it) and starts with a dot, so globs over
+    the folder skip it. It is created with ``O_EXCL | O_NOFOLLOW`` under a random name:
+    nothing planted in the folder can redirect the write. Finish with :func:`commit` or
+    :func:`discard`.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    while True:
+        tmp = path.with_name(f".{path.stem}.{secrets.token_hex(4)}.tmp{path.suffix}")
+        try:
+            os.close(os.open(tmp, flags, 0o666))  # 0o666 & ~umask, as open() would give
+            return tmp
+        except FileExistsError:
+            continue
+
+
+def commit(tmp: Path, path: str | Path) -> None:
+    """Flush ``tmp`` to disk and put it in ``path``'s place (a symlink there is replaced)."""
+    path = Path(path)
+    with open(tmp, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def discard(tmp: Path) -> None:
+    """Remove an unfinished temporary file (if it is still there)."""
+    with contextlib.suppress(OSError):
+        tmp.unlink()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path to write ``path``'s new content to; it replaces ``path`` on success.
 
-    The temporary name keeps ``path``'s suffix (libraries such as SB3 append ``.zip`` to
-    names without it) and starts with a dot, so globs over the folder skip it.
+    For writers that take a path (``torch.save``, SB3's ``save``, ``savefig``): see
+    :func:`temp_path` for the name.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    tmp = temp_path(path)
     try:
         yield tmp
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        commit(tmp, path)
     except BaseException:  # KeyboardInterrupt included: never leave a half-written target
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        discard(tmp)
         raise
-    _fsync_dir(path.parent)
 
 
 def atomic_write(path: str | Path, data: bytes | str) -> None:
@@ -60,3 +108,28 @@ def atomic_write(path: str | Path, data: bytes | str) -> None:
     payload = data.encode() if isinstance(data, str) else data
     with atomic_path(path) as tmp:
         tmp.write_bytes(payload)
+
+
+def open_append(path: str | Path) -> IO[str]:
+    """``path`` opened for appending text (created if missing); a symlink there is refused
+    (``OSError``, ``ELOOP``) rather than followed."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    return os.fdopen(os.open(path, flags, 0o666), "a", newline="")
+
+
+def make_folder(path: str | Path, inside: str | Path | None = None) -> Path:
+    """``path`` as a real folder, created with its parents. A symlink at ``path`` (and, with
+    ``inside``, at any folder between ``inside`` and ``path``) is replaced by an empty folder,
+    never followed: a shared run folder whose ``checkpoints`` links to ``~`` must not receive
+    our files there. What the link pointed at is left as it was.
+    """
+    path = Path(path)
+    parts = [path]
+    if inside is not None:
+        below = path.relative_to(inside).parents  # "a/b/c" -> a/b, a, .
+        parts = [Path(inside) / p for p in reversed(below) if str(p) != "."] + [path]
+    for folder in parts:
+        if folder.is_symlink():
+            folder.unlink()
+        folder.mkdir(parents=True, exist_ok=True)
+    return path

@@ -20,6 +20,8 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from attn_policies.atomic import atomic_path
+
 __all__ = ["new_figure", "save_figure"]
 
 
@@ -35,7 +37,8 @@ def new_figure(width: float, height: float, layout: str | None = "constrained") 
 
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = 120, **kwargs: Any) -> Path:
-    """Write ``fig`` to ``path``, creating its folder; PNG when the path has no suffix.
+    """Write ``fig`` to ``path`` atomically (a symlink there is replaced, never written
+    through), creating its folder; PNG when the path has no suffix.
 
     ``kwargs`` go to :meth:`~matplotlib.figure.Figure.savefig` (e.g. ``bbox_inches``).
 
@@ -47,6 +50,6 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = 120, **kwargs: Any) ->
         ('figure', b'\\x89PNG')
     """
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=dpi, format="png" if not p.suffix else None, **kwargs)
+    with atomic_path(p) as tmp:  # the temporary name keeps the suffix: the same format
+        fig.savefig(tmp, dpi=dpi, format="png" if not p.suffix else None, **kwargs)
     return p

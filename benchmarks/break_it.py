@@ -15,7 +15,11 @@ has no handle) in a temporary folder and checks one promise:
 - issue 46's faults (``--only faults46``): SIGINT inside an SB3 evaluation loses no logged
   value, a full disk at start leaves no half folder, a stop before any folder claims no
   checkpoint, a second SIGINT while a CMA-ES run exits keeps 130, a refused ``--resume``
-  changes no byte.
+  changes no byte;
+- denial of service and stray writes (issue 46, ``--only dos``): a YAML alias bomb, files
+  and folders of a run folder linked elsewhere, a config naming the Ray cluster or an
+  unreachable one, sizes whose memory is refused from the config or an ``.npz`` header
+  before any allocation, and bad values of an imported ``config.gin``.
 
 Usage::
 
@@ -36,6 +40,7 @@ import resource
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -109,6 +114,17 @@ BAD_CONFIGS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("n_workers 0", CMAES, {"evaluator": "processes", "n_workers": 0}),
     ("evaluator typo", CMAES, {"evaluator": "proceses"}),
 ]
+# The authors' cartpole_pi config.gin (seed 001), for the import probes.
+PI_GIN = """torch_solutions.PIFCSolution.act_dim = 1
+torch_solutions.PIFCSolution.hidden_dim = 16
+torch_solutions.PIFCSolution.msg_dim = 32
+torch_solutions.PIFCSolution.pos_em_dim = 8
+torch_solutions.PIFCSolution.num_hidden_layers = 0
+torch_solutions.PIFCSolution.pi_layer_bias = False
+torch_solutions.PIFCSolution.pi_layer_scale = False
+util.create_solution.solution_loader = @torch_solutions.PIFCSolution
+util.create_task.task_loader = @rl_tasks.CartPoleSwingUpTask()
+"""
 CALLABLES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("cmaes policy os:system", CMAES, {"policy": "os:system", "policy_kwargs": {"command": "@"}}),
     ("cmaes action_fn os:system", CMAES, {"action_fn": "os:system"}),
@@ -544,6 +560,162 @@ class Prober:
 
         self.record("disk", "checkpoint write fails (file-size limit)", check)
 
+    # -- issue 46, items 5-8 and the gin part of 11 (bombs, symlinks, Ray, memory) ---------
+
+    def dos(self) -> None:
+        """A YAML bomb, writes through symlinks, a config choosing the Ray cluster, memory
+        allocated before the checks, an .npz bomb and bad values in an imported gin file."""
+        lol = ["  lol0: &lol0 [" + ", ".join(["lol"] * 9) + "]"] + [
+            f"  lol{k}: &lol{k} [" + ", ".join([f"*lol{k - 1}"] * 9) + "]" for k in range(1, 9)
+        ]  # 9 levels x 9 aliases: 9**9 strings once expanded
+        bomb = self.config("bomb", PPO)
+        bomb.write_text(bomb.read_text() + "\n".join(lol) + "\n")
+        ppo_cfg = self.config("cart", PPO)
+        self.cli("train", str(ppo_cfg), "--root", str(ppo_cfg.parent / "runs"), "--no-progress")
+        (ppo,) = (ppo_cfg.parent / "runs" / "cart").iterdir()
+
+        def fast_refusal(*args: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                start = time.perf_counter()
+                try:
+                    proc = self.cli(*args, timeout=60)
+                except subprocess.TimeoutExpired:
+                    return False, "still running after 60 s"
+                ok, detail = self.one_line_exit_2(proc)
+                return ok and time.perf_counter() - start < 20, detail
+
+            return check
+
+        bombed = Path(tempfile.mkdtemp(dir=self.work)) / "run"
+        shutil.copytree(ppo, bombed)
+        (bombed / "config.yml").write_text(
+            (bombed / "config.yml").read_text() + "\n".join(lol) + "\n"
+        )
+        for args in (
+            ("train", str(bomb), "--root", str(bomb.parent / "runs")),
+            ("show", str(bomb)),
+            ("show", str(bombed)),
+            ("evaluate", str(bombed)),
+        ):
+            self.record("yaml bomb", f"9x9 billion laughs: {args[0]} {Path(args[1]).name}",
+                        fast_refusal(*args))  # fmt: skip
+
+        def symlinks() -> tuple[bool, str]:
+            run = Path(tempfile.mkdtemp(dir=self.work)) / "run"
+            shutil.copytree(ppo, run)
+            names = ("curves.csv", "curves.png", "video.mp4", "robustness/shuffle.csv",
+                     "robustness/shuffle.md", "robustness/shuffle.png")  # fmt: skip
+            victims = {}
+            for k, name in enumerate(names):
+                victim = self.work / f"victim-{random.getrandbits(32)}-{k}"
+                victim.write_text("precious")
+                (run / name).parent.mkdir(exist_ok=True)
+                (run / name).symlink_to(victim)
+                victims[name] = victim
+            elsewhere = self.work / f"elsewhere-{random.getrandbits(32)}"
+            shutil.move(run / "checkpoints", elsewhere)  # checkpoints/ links out of the run
+            (run / "checkpoints").symlink_to(elsewhere)
+            kept = {f.name: f.read_bytes() for f in elsewhere.iterdir()}
+            status = json.loads((run / "status.json").read_text())
+            (run / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+            text = (run / "config.yml").read_text()  # 32 more steps for the resumed part
+            (run / "config.yml").write_text(text.replace("n_timesteps: 64", "n_timesteps: 96"))
+            codes = [
+                self.cli(*args).returncode
+                for args in (
+                    ("plot", str(run)),
+                    ("record", str(run), "--steps", "5"),
+                    ("robustness", str(run), "--sweep", "shuffle", "--episodes", "1"),
+                    ("train", "--resume", str(run), "--no-progress"),
+                )
+            ]
+            hit = [n for n, v in victims.items() if v.read_text() != "precious"]
+            if {f.name: f.read_bytes() for f in elsewhere.iterdir()} != kept:
+                hit.append("checkpoints/")
+            linked = [n for n in (*names, "checkpoints") if (run / n).is_symlink()]
+            return codes == [0, 0, 0, 0] and not hit and not linked, (
+                f"exits {codes}; targets overwritten: {hit or 'none'}; links left: "
+                f"{linked or 'none'}"
+            )
+
+        self.record("symlink", "plot, record, robustness, resume of a folder of links", symlinks)
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            closed = f"127.0.0.1:{sock.getsockname()[1]}"
+        grid = {**PPO, "matrix": {"seed": [0, 1]}}
+        ray_cfg = self.config("grid", {**grid, "ray_address": closed})
+        self.record("ray", "config ray_address + --ray",
+                    fast_refusal("train", str(ray_cfg), "--yes", "--ray"))  # fmt: skip
+        plain = self.config("grid", grid)
+        self.record("ray", f"--ray {closed} (closed port)",
+                    fast_refusal("train", str(plain), "--yes", "--ray", closed))  # fmt: skip
+        saved = self.env
+        self.env = {**saved, "RAY_ADDRESS": closed}
+        try:
+            self.record("ray", "RAY_ADDRESS at a closed port",
+                        fast_refusal("train", str(plain), "--yes", "--ray"))  # fmt: skip
+        finally:
+            self.env = saved
+
+        for name, base, change in (
+            ("population 1e7", CMAES, {"population": 10**7}),
+            ("policy hidden 1e9", CMAES, {"policy_kwargs": {"hidden": 10**9}}),
+            ("dqn batch_size 1e8", DQN, {"batch_size": 10**8, "policy_kwargs": {}}),
+            ("ppo n_steps 1e9", PPO, {"n_steps": 10**9}),
+        ):
+
+            def memory(base: dict[str, Any] = base, change: dict[str, Any] = change) -> Any:
+                config = self.config("big", {**base, **change})
+                root = config.parent / "runs"
+                ok, detail = fast_refusal("train", str(config), "--root", str(root))()
+                return ok and "needs about" in detail and not root.exists(), detail
+
+            self.record("memory", name, memory)
+
+        def authors_folder(gin: str, write_npz: Callable[[Path], None]) -> Path:
+            folder = Path(tempfile.mkdtemp(dir=self.work)) / "src"
+            folder.mkdir()
+            (folder / "config.gin").write_text(gin)
+            write_npz(folder / "model.npz")
+            return folder
+
+        def imported(gin: str, write_npz: Callable[[Path], None]) -> Any:
+            def check() -> tuple[bool, str]:
+                source = authors_folder(gin, write_npz)
+                out = source.parent / "run"
+                ok, detail = fast_refusal("import", str(source), "--out", str(out))()
+                return ok and not out.exists(), detail
+
+            return check
+
+        def zeros_npz(path: Path) -> None:
+            import numpy as np
+
+            np.savez(path, params=np.zeros(913))
+
+        def npz_bomb(path: Path) -> None:  # 120M float64 zeros in under 1 MB
+            import numpy as np
+
+            with (
+                zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive,
+                archive.open("params.npy", "w", force_zip64=True) as fh,
+            ):
+                header = {"descr": "<f8", "fortran_order": False, "shape": (120_000_000,)}
+                np.lib.format.write_array_header_1_0(fh, header)
+                for _ in range(120):
+                    fh.write(bytes(8_000_000))
+
+        self.record("memory", "model.npz of 120M zeros (0.93 MB)", imported(PI_GIN, npz_bomb))
+        for value in ("1000000000", "1e400"):
+            gin = PI_GIN.replace("hidden_dim = 16", f"hidden_dim = {value}")
+
+            def named(gin: str = gin) -> tuple[bool, str]:
+                ok, detail = imported(gin, zeros_npz)()
+                return ok and "config.gin" in detail and "hidden_dim" in detail, detail
+
+            self.record("gin", f"imported hidden_dim = {value}", named)
+
     # -- issue 46, items 1-4: no code from an attribute path, a teacher pickle or an import ------
 
     def code_paths(self) -> None:
@@ -924,6 +1096,7 @@ def main() -> int:
         "disk": prober.disk_full,
         "code46": prober.code_paths,
         "faults46": prober.faults_46,
+        "dos": prober.dos,  # issue 46 items 5-8, 11 (gin)
     }
     start = time.perf_counter()
     try:

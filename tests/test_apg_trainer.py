@@ -122,6 +122,7 @@ def test_tampered_checkpoint_is_one_config_error(tmp_path: Path) -> None:
         ({"n_updates": None}, "missing required key 'n_updates'"),
         ({"policy": "attention_nueron"}, "Did you mean 'attention_neuron'"),
         ({"init": "nowhere"}, "'init': nowhere does not exist"),
+        ({"policy_kwargs": {"hidden": 10**9}}, "a policy of 7,000,000,001 parameters needs"),
     ],
 )
 def test_config_errors_are_one_line_and_write_nothing(

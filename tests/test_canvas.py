@@ -60,3 +60,12 @@ def test_one_agg_canvas_in_the_packages() -> None:
         and any(word in path.read_text() for word in ("FigureCanvasAgg", "pyplot"))
     ]
     assert offenders == []
+
+
+def test_save_figure_replaces_a_symlink_instead_of_writing_through_it(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / "attention_doorkey.png").symlink_to(victim)
+    out = save_figure(new_figure(1.0, 1.0), tmp_path / "attention_doorkey.png")
+    assert victim.read_text() == "precious"
+    assert not out.is_symlink() and out.read_bytes()[:4] == b"\x89PNG"

@@ -576,7 +576,7 @@ def test_sigterm_before_any_run_folder_claims_no_checkpoint(tmp_path: Path) -> N
 
     root = tmp_path / "runs"
     job = TrainProcess([str(write_config(tmp_path, "cartpole", CARTPOLE)), "--root", str(root)])
-    job.wait_for_line("1 run of 64 steps")
+    job.wait_for_line("1 run of 64 steps")  # the plan line
     job.signal(signal.SIGTERM)
     code, err = job.finish()
     assert code == 130, err

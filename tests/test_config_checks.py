@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 import zoo.config
-from zoo.config import ConfigError, EvalConfig, nearest, require_int
+from zoo.config import ConfigError, EvalConfig, nearest, require_int, safe_yaml
 
 
 def test_nearest() -> None:
@@ -78,3 +79,33 @@ def test_require_int(value: Any, minimum: int, message: str) -> None:
 def test_config_error_keeps_its_public_home() -> None:
     assert ConfigError.__module__ == "zoo.config" and zoo.config.ConfigError is ConfigError
     assert issubclass(ConfigError, ValueError)
+
+
+# --- safe_yaml: the one YAML reader (issue 46, item 5) ---------------------------------------
+
+
+def billion_laughs(levels: int = 9, width: int = 9) -> str:
+    """A config whose aliases expand to ``width ** levels`` strings under unknown keys."""
+    lines = ["bomb:", "  algo: ppo", "  env: CartPole-v1", "  policy: MlpPolicy"]
+    lines.append("  lol0: &lol0 [" + ", ".join(["lol"] * width) + "]")
+    for k in range(1, levels):
+        lines.append(f"  lol{k}: &lol{k} [" + ", ".join([f"*lol{k - 1}"] * width) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_at_once() -> None:
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"bomb\.yml: the YAML document expands to more than"):
+        safe_yaml(billion_laughs(), "bomb.yml")
+    assert time.perf_counter() - start < 1.0
+
+
+def test_a_value_that_contains_itself_is_refused() -> None:
+    with pytest.raises(ConfigError, match="contains itself"):
+        safe_yaml("a: &a [1, *a]\n", "loop.yml")
+
+
+def test_anchors_within_the_bound_still_load() -> None:
+    text = "base: &base {lr: 0.001, arch: [64, 64]}\nrun: {<<: *base, seed: 3}\n"
+    assert safe_yaml(text, "ok.yml")["run"] == {"lr": 0.001, "arch": [64, 64], "seed": 3}
+    assert safe_yaml(billion_laughs(levels=4), "ok.yml")["bomb"]["lol3"][0][0][0] == ["lol"] * 9

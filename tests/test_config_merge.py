@@ -14,6 +14,7 @@ from zoo.config_merge import (
     apply_budget,
     apply_overrides,
     deep_merge,
+    expand,
     parse_overrides,
     restrict_matrix,
     set_dotted,
@@ -129,5 +130,13 @@ def test_budget_matrix_restricts_instead_of_merging() -> None:
 
 
 def test_the_dsl_reference_is_linked_from_the_readme() -> None:
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    assert "zoo/config_merge.py" in readme
+    root = Path(__file__).parents[1]  # README -> docs/zoo.md (the zoo's page) -> the module
+    assert "docs/zoo.md" in (root / "README.md").read_text()
+    assert "zoo/config_merge.py" in (root / "docs" / "zoo.md").read_text()
+
+
+def test_a_matrix_past_the_cell_bound_is_refused_before_any_cell_is_built() -> None:
+    body = {"algo": "ppo", "env": "E{a}{b}{c}{d}{e}", "matrix": {}}
+    body["matrix"] = {axis: list(range(10)) for axis in "abcde"}  # 10**5 cells
+    with pytest.raises(ConfigError, match="100,000 cells"):
+        expand(body, {"algo", "env"})

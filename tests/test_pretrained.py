@@ -550,3 +550,54 @@ def test_ant_run_evaluates_and_takes_sweeps(tmp_path):
     check_sweep([run.path], "shuffle", True)
     result = zoo.evaluate(run.path, n_episodes=1)
     assert np.isfinite(result["policies"]["deterministic"]["mean_reward"])
+
+
+# -- issue 46: values of a stranger's gin file and model.npz (items 8 and 11) --------------
+
+
+@pytest.mark.parametrize("value", ["1000000000", "1e400", "0", "'wide'", "True"])
+def test_a_bad_gin_value_names_the_file_and_the_key(tmp_path: Path, value: str) -> None:
+    source = _cartpole_folder(tmp_path)
+    gin = GIN["cartpole_pi"].replace("hidden_dim = 16", f"hidden_dim = {value}")
+    (source / "config.gin").write_text(gin)
+    out = tmp_path / "run"
+    where = rf"{source / 'config.gin'}: PIFCSolution\.hidden_dim = .* must be an integer"
+    with pytest.raises(ConfigError, match=where):
+        import_checkpoint(source, out=out)
+    assert not out.exists()
+
+
+def npz_bomb(path: Path, n: int) -> None:
+    """A compressed ``model.npz`` whose ``params`` are ``n`` float64 zeros (240 MB for
+    30M, a few hundred kB on disk), written without holding the array in memory."""
+    import zipfile
+
+    with (
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive,
+        archive.open("params.npy", "w", force_zip64=True) as fh,
+    ):
+        header = {"descr": "<f8", "fortran_order": False, "shape": (n,)}
+        np.lib.format.write_array_header_1_0(fh, header)
+        chunk = bytes(8 * 2**20)
+        for _ in range(n * 8 // len(chunk)):
+            fh.write(chunk)
+
+
+def test_an_npz_bomb_is_refused_from_its_header_before_decompressing(tmp_path: Path) -> None:
+    import tracemalloc
+
+    source = _cartpole_folder(tmp_path)
+    npz_bomb(source / "model.npz", 30 * 2**20)
+    assert (source / "model.npz").stat().st_size < 2**20
+    out = tmp_path / "run"
+    with pytest.raises(ConfigError, match=f"{30 * 2**20} parameters, but"):
+        import_checkpoint(source, out=out)  # first: the modules it imports are loaded
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError, match=f"{30 * 2**20} parameters, but"):
+            import_checkpoint(source, out=out)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 2**20  # 240 MB were decompressed before the count was compared
+    assert not out.exists()

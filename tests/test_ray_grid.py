@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +22,7 @@ from zoo.ray_grid import (
     _check_feasible,
     cell_folders,
     cell_resources,
-    grid_address,
+    cluster_address,
     plan_cell,
     plan_grid,
     run_grid,
@@ -81,20 +85,45 @@ def test_bad_resources_are_one_clear_error(resources: Any, message: str) -> None
 
 
 def test_resources_key_is_accepted_and_type_checked_by_every_config(tmp_path: Path) -> None:
-    body = {**CARTPOLE, "resources": {"num_cpus": 2}, "ray_address": "auto"}
+    body = {**CARTPOLE, "resources": {"num_cpus": 2}}
     runs = load_runs(write_config(tmp_path, body))
     assert [r.body["resources"] for r in runs] == [{"num_cpus": 2}] * 2
     with pytest.raises(ConfigError, match="'resources' must be dict"):
         load_runs(write_config(tmp_path, {**CARTPOLE, "resources": 2}))
 
 
-def test_address_precedence() -> None:
-    runs = [run_of({"ray_address": "auto"}), run_of({})]
-    assert grid_address(runs) == "auto"
-    assert grid_address(runs, "ray://head:10001") == "ray://head:10001"
-    assert grid_address([run_of({})]) is None
-    with pytest.raises(ConfigError, match="different ray_address"):
-        grid_address([run_of({"ray_address": "auto"}), run_of({"ray_address": "h:6379"})])
+def closed_port() -> int:
+    """A local TCP port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_the_cluster_is_the_command_lines_or_ray_address_never_the_configs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert cluster_address(None) is None
+    assert cluster_address("auto") == "auto"
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    assert cluster_address(None) == "auto"
+    assert cluster_address("local") == "local"  # the command line wins
+    with pytest.raises(ConfigError, match=r"'ray_address' is not a config key: .*--ray ADDRESS"):
+        load_runs(write_config(tmp_path, {**CARTPOLE, "ray_address": "127.0.0.1:1"}))
+
+
+def test_an_address_that_does_not_answer_is_one_error_within_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    port = closed_port()
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        with pytest.raises(ConfigError, match=rf"cannot reach the Ray cluster at {address} \("):
+            cluster_address(address)
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    with pytest.raises(ConfigError, match="cannot reach"):
+        cluster_address(None)
+    with pytest.raises(ConfigError, match="is not HOST:PORT"):
+        cluster_address("head-without-port")
 
 
 def test_plan_skips_finished_resumes_unfinished_and_ignores_other_configs(
@@ -153,6 +182,30 @@ def test_cli_without_ray_is_one_line_and_exit_2(
     assert code == 2
     assert err == ["attn-zoo: error: --ray needs Ray, which is not installed: "
                    "pip install 'attn-zoo[ray]'"]  # fmt: skip
+    assert not root.exists()
+
+
+@pytest.mark.parametrize("how", ["config", "--ray", "RAY_ADDRESS"])
+def test_cli_a_cluster_that_does_not_answer_is_one_line_within_30_s(
+    tmp_path: Path, how: str
+) -> None:
+    pytest.importorskip("ray")
+    address = f"127.0.0.1:{closed_port()}"
+    body = {**CARTPOLE, "ray_address": address} if how == "config" else CARTPOLE
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(OMP_NUM_THREADS="1", **({"RAY_ADDRESS": address} if how == "RAY_ADDRESS" else {}))
+    root = tmp_path / "runs"
+    command = ["train", str(write_config(tmp_path, body)), "--yes", "--root", str(root), "--ray"]
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", *command, *([address] if how == "--ray" else [])],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    lines = proc.stderr.strip().splitlines()
+    assert time.perf_counter() - start < 30  # Ray retried for minutes before
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    want = "'ray_address' is not a config key" if how == "config" else "cannot reach the Ray"
+    assert lines[0].startswith("attn-zoo: error:") and want in lines[0], lines[0]
     assert not root.exists()
 
 

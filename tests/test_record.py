@@ -96,6 +96,8 @@ def test_gif_fallback_when_opencv_cannot_write_mp4(
     doorkey: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     class NoCodec:
+        fourcc = staticmethod(zoo.video.cv2.VideoWriter.fourcc)
+
         def __init__(self, *args: object) -> None:
             pass
 

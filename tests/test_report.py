@@ -161,3 +161,19 @@ def test_chain_places_stages_end_to_end_by_wall_time(tmp_path: Path) -> None:
     out = plot_chain(stages, tmp_path / "chain.png", goal=25.0)
     assert out.stat().st_size > 0
     assert (tmp_path / "chain.csv").read_text().splitlines()[-1] == "2_stage,final,15.0,30.0"
+
+
+def test_report_replaces_symlinked_outputs_instead_of_writing_through(tmp_path: Path) -> None:
+    _grid(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    victims = {}
+    for name in ("summary.md", "summary.csv", "curves.png", "curves.csv"):
+        victims[name] = tmp_path / f"victim-{name}"
+        victims[name].write_text("precious")
+        (out / name).symlink_to(victims[name])
+    folders = [tmp_path / "results" / "atariari" / "Pong-L-g_awrl"]
+    report("E7", folders, root=tmp_path, out=out)
+    for name, victim in victims.items():
+        assert victim.read_text() == "precious", name
+        assert not (out / name).is_symlink() and (out / name).stat().st_size > 0, name

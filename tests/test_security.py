@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import resource
 import shutil
+import subprocess
+import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -17,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from stable_baselines3 import PPO
+from test_config_checks import billion_laughs
 
 import zoo.cli
 from zoo.config import ConfigError
@@ -366,3 +372,139 @@ def test_a_module_a_config_names_is_imported_only_with_allow_import(
     config = write_config(tmp_path, "ok", {**CARTPOLE_PPO, "env": f"{name}:CartPole-v1"})
     assert zoo.cli.main(["train", str(config), "--root", str(root), "--allow-import", name]) == 0
     assert marker.exists()
+
+
+# -- issue 46, items 5-8: bombs, symlinks, the Ray address and memory (sec-dos) -----------
+
+
+def attn_zoo(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a subprocess (``timeout`` seconds at most, 6 GiB of address space:
+    a refusal that fails allocates no more than that)."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (6 * 2**30, 6 * 2**30))
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(
+        [sys.executable, "-m", "zoo.cli", *args],
+        capture_output=True, text=True, env=env, timeout=timeout, check=False,
+        preexec_fn=limit,
+    )  # fmt: skip
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The one ``attn-zoo: error:`` line of a refused command (exit 2, no traceback)."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("attn-zoo: error:"), proc.stderr[-2000:]
+    return lines[0]
+
+
+def test_no_command_writes_through_a_symlink_in_a_shared_run_folder(
+    trained: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    victims = {}
+    links = (
+        "curves.csv", "curves.png", "video.mp4", "robustness/shuffle.csv",
+        "robustness/shuffle.md", "robustness/shuffle.png",
+        "monitor/train_p1_0.monitor.csv",  # the Monitor file of the resumed part
+    )  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"  # the shared folder's checkpoints/ links here
+    shutil.copytree(run / "checkpoints", elsewhere)
+    shutil.rmtree(run / "checkpoints")
+    (run / "checkpoints").symlink_to(elsewhere)
+    kept = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
+    for k, name in enumerate(links):
+        victim = tmp_path / f"victim{k}.txt"
+        victim.write_text("precious")
+        (run / name).parent.mkdir(exist_ok=True)
+        (run / name).unlink(missing_ok=True)
+        (run / name).symlink_to(victim)
+        victims[name] = victim
+    status = json.loads((run / "status.json").read_text())
+    (run / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+    config = (run / "config.yml").read_text()  # 32 more steps for the resumed part
+    (run / "config.yml").write_text(config.replace("n_timesteps: 64", "n_timesteps: 96"))
+    for command in (
+        ["plot", str(run)],
+        ["record", str(run), "--steps", "5"],
+        ["robustness", str(run), "--sweep", "shuffle", "--episodes", "1"],
+        ["train", "--resume", str(run), "--no-progress"],
+    ):
+        proc = attn_zoo(*command)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    for name, victim in victims.items():
+        assert victim.read_text() == "precious", name
+        assert not (run / name).is_symlink(), name
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == kept
+    assert not (run / "checkpoints").is_symlink()
+
+
+def test_a_yaml_bomb_in_a_config_or_run_folder_is_refused_within_seconds(
+    trained: Path, tmp_path: Path
+) -> None:
+    bomb = tmp_path / "bomb.yml"
+    bomb.write_text(billion_laughs())
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    lol = billion_laughs().split("\n", 4)[4]  # the nine lolN lines, indented as body keys
+    (run / "config.yml").write_text((run / "config.yml").read_text() + lol)
+    before = sorted(p.name for p in run.iterdir())
+    for command in (
+        ["train", str(bomb), "--root", str(tmp_path / "runs")],
+        ["show", str(bomb)],
+        ["show", str(run)],
+        ["evaluate", str(run)],
+        ["show", str(write_config(tmp_path, "cart", CARTPOLE_PPO)), "--set", "seed=&a [*a]"],
+    ):
+        start = time.perf_counter()
+        line = one_error_line(attn_zoo(*command, timeout=30))
+        assert time.perf_counter() - start < 10, command  # a hang of minutes before
+        assert "expands to more than" in line or "contains itself" in line, line
+    assert not (tmp_path / "runs").exists()
+    assert sorted(p.name for p in run.iterdir()) == before
+
+
+CARTPOLE_ES: dict[str, Any] = {
+    "algo": "cmaes",
+    "env": "attn_envs/CartPoleSwingUpHarder-v0",
+    "policy": "fnn",
+    "n_generations": 1,
+    "population": 16,
+    "repeats": 1,
+    "max_episode_steps": 10,
+    "eval": {"freq": 0, "final_episodes": 1},
+}
+CARTPOLE_DQN: dict[str, Any] = {
+    "algo": "dqn",
+    "env": "CartPole-v1",
+    "policy": "MlpPolicy",
+    "n_timesteps": 200,
+    "buffer_size": 200,
+    "learning_starts": 100,
+    "eval": {"freq": 0, "final_episodes": 1},
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (  # the issue's 10**7 x 113 needs 12.6 GiB; a wider policy exceeds any machine
+            {**CARTPOLE_ES, "population": 10**7, "policy_kwargs": {"hidden": 256}},
+            "a population of 10,000,000 x 1,793 parameters",
+        ),
+        ({**CARTPOLE_ES, "policy_kwargs": {"hidden": 10**9}}, "x 7,000,000,001 parameters"),
+        ({**CARTPOLE_DQN, "batch_size": 10**8}, "a batch of 100,000,000 transitions"),
+        ({**CARTPOLE_PPO, "n_steps": 10**9}, "a rollout buffer of 1,000,000,000 steps"),
+    ],
+)
+def test_memory_is_estimated_from_the_config_before_anything_is_allocated(
+    tmp_path: Path, body: dict[str, Any], message: str
+) -> None:
+    root = tmp_path / "runs"
+    proc = attn_zoo("train", str(write_config(tmp_path, "big", body)), "--root", str(root))
+    line = one_error_line(proc)
+    assert message in line and "needs about" in line, line
+    assert not root.exists()

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 # Only light modules here: torch, SB3 and gymnasium load inside the commands that use them,
 # so `attn-zoo --help` answers at once.
+from attn_policies.atomic import atomic_write
 from zoo import __version__, progress
 from zoo.config import ConfigError, RunConfig, list_experiments, load_runs, parse_overrides
 
@@ -492,8 +493,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const="",
         metavar="ADDRESS",
-        help="run every cell as a Ray task: no ADDRESS uses the config's ray_address or "
-        "starts a local Ray; 'auto' joins the running cluster (see zoo.ray_grid)",
+        help="run every cell as a Ray task: no ADDRESS uses RAY_ADDRESS or starts a local "
+        "Ray; 'auto' joins the running cluster (see zoo.ray_grid)",
     )
     p.add_argument(
         "--max-retries", type=int, default=2, help="resubmissions of a failed cell (--ray)"
@@ -630,7 +631,8 @@ def _internal_error(err: BaseException, args: argparse.Namespace) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log = Path(tempfile.gettempdir()) / f"attn-zoo-error-{stamp}.log"
     try:
-        log.write_text(f"attn-zoo {__version__}: {shlex.join(args.argv)}\n{traceback.format_exc()}")
+        text = f"attn-zoo {__version__}: {shlex.join(args.argv)}\n{traceback.format_exc()}"
+        atomic_write(log, text)  # never through a link planted in the shared temp folder
     except OSError:
         log = None
     print(f"attn-zoo: internal error: {type(err).__name__}: {_one_line(err)}", file=sys.stderr)

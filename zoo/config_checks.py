@@ -13,6 +13,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -33,18 +34,74 @@ def nearest(name: str, choices: Iterable[str], n: int = 3) -> str:
     return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 
+# Most YAML nodes a document may expand to, an alias counting its whole value again. The
+# largest config of the zoo has under 700; a "billion laughs" (9 levels of 9 aliases) has
+# 9**9, which the merge step would copy node by node for minutes.
+MAX_YAML_NODES = 100_000
+
+
+def _expanded_nodes(root: yaml.Node, where: str) -> int:
+    """How many nodes ``root`` stands for once every alias is expanded, counted without
+    expanding (each node's count is kept): a :class:`ConfigError` past
+    :data:`MAX_YAML_NODES`, or for a value that contains itself."""
+    counts: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def count(node: yaml.Node) -> int:
+        key = id(node)
+        if key in counts:
+            return counts[key]
+        if key in open_nodes:
+            line = node.start_mark.line + 1 if node.start_mark else "?"
+            raise ConfigError(f"{where}: a YAML value contains itself (alias at line {line})")
+        open_nodes.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(count(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(count(k) + count(v) for k, v in node.value)
+        open_nodes.discard(key)
+        if total > MAX_YAML_NODES:
+            raise ConfigError(
+                f"{where}: the YAML document expands to more than {MAX_YAML_NODES:,} values "
+                "(aliases repeat what they name); refused"
+            )
+        counts[key] = total
+        return total
+
+    return count(root)
+
+
 def safe_yaml(text: str, where: str) -> Any:
-    """``yaml.safe_load`` with one-line errors naming ``where``; tags such as
-    ``!!python/object`` are refused (``safe_load`` never constructs objects).
+    """``yaml.safe_load`` with one-line errors naming ``where``: the zoo's one YAML reader
+    (configs, run folders' ``config.yml`` and ``status.json``, ``--set`` values).
+
+    Tags such as ``!!python/object`` are refused (``safe_load`` never constructs objects),
+    and so is a document whose aliases expand past :data:`MAX_YAML_NODES` values (a
+    "billion laughs"), before anything is built from it.
 
     Example:
         >>> safe_yaml("a: !!python/object/apply:os.system [ls]", "x.yml")
         Traceback (most recent call last):
         ...
         zoo.config.ConfigError: x.yml: unsafe or unknown YAML tag '...:os.system' (line 1)
+        >>> laughs = "{l0: &l0 [" + ", ".join(["x"] * 10) + "]" + "".join(
+        ...     f", l{k}: &l{k} [" + ", ".join([f"*l{k - 1}"] * 10) + "]" for k in range(1, 6)
+        ... ) + "}"
+        >>> safe_yaml(laughs, "bomb.yml")
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: bomb.yml: the YAML document expands to more than 100,000 ...
     """
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_nodes(node, where)
+        return loader.construct_document(node)
+    except RecursionError:
+        raise ConfigError(f"{where}: the YAML document is nested too deeply") from None
     except yaml.constructor.ConstructorError as err:
         mark = f" (line {err.problem_mark.line + 1})" if err.problem_mark else ""
         problem = " ".join(str(err.problem or "").split())
@@ -57,6 +114,87 @@ def safe_yaml(text: str, where: str) -> Any:
         line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or type(err).__name__
         raise ConfigError(f"{where}: YAML syntax error{line}: {problem}") from None
+    finally:
+        loader.dispose()
+
+
+# What one run, import or file may plan to hold: this share of the memory available when
+# it starts (the rest is the envs', the OS's, other jobs' and the estimates' margin).
+MEMORY_SHARE = 0.5
+
+
+def available_memory() -> int:
+    """Bytes of memory available to a new allocation (``MemAvailable``), or a large number
+    where the platform does not say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 2**62
+
+
+def check_memory(where: str, need: float, what: str, fix: str) -> None:
+    """The zoo's one memory bound: ``need`` bytes, estimated from a config or a file's
+    headers before anything is allocated or written, must fit in :data:`MEMORY_SHARE` of
+    :func:`available_memory`.
+
+    Example:
+        >>> check_memory("es", 2**80, "a population of 10,000,000 x 113 parameters",
+        ...              "lower population")
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: es: a population of 10,000,000 x 113 parameters needs about ...
+    """
+    have = MEMORY_SHARE * available_memory()
+    if need > have:
+        raise ConfigError(
+            f"{where}: {what} needs about {need / 2**30:,.1f} GiB, more than the "
+            f"{have / 2**30:,.1f} GiB a run may plan for (half the memory available); {fix}"
+        )
+
+
+def npz_arrays(path: str | Path) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """``{name: (shape, dtype)}`` of an ``.npz`` file's arrays, read from their ``.npy``
+    headers without decompressing anything (a small file may inflate to gigabytes).
+
+    Raises:
+        ConfigError: not a zip of ``.npy`` arrays, or a header numpy cannot read.
+    """
+    import zipfile
+
+    import numpy as np
+
+    arrays: dict[str, tuple[tuple[int, ...], Any]] = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                with archive.open(info) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    read = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
+                    shape, _, dtype = read(fh)
+                arrays[info.filename.removesuffix(".npy")] = (tuple(shape), dtype)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise ConfigError(f"{path} is not a plain numpy .npz file: {err}") from None
+    return arrays
+
+
+def check_npz_memory(path: str | Path) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """:func:`npz_arrays`, refused by :func:`check_memory` when the arrays, decompressed,
+    would not fit."""
+    import math as _math
+
+    arrays = npz_arrays(path)
+    need = sum(_math.prod(shape) * dtype.itemsize for shape, dtype in arrays.values())
+    check_memory(str(path), need, "its arrays, decompressed,", "the file is refused")
+    return arrays
 
 
 def require_int(value: Any, name: str, minimum: int = 0) -> int:
@@ -199,7 +337,12 @@ COMMON_KEYS: dict[str, tuple[type, ...] | None] = {
     "budgets": (dict,),
     "matrix": (dict,),
     "resources": (dict,),  # per matrix cell under --ray (zoo.ray_grid.cell_resources)
-    "ray_address": (str,),  # the Ray cluster of --ray (and of the cmaes ray evaluator)
+}
+
+# Keys a config may not hold, with why: where a stranger's config must not choose.
+REFUSED_KEYS: dict[str, str] = {
+    "ray_address": "the Ray cluster comes from the command line (--ray ADDRESS) or the "
+    "RAY_ADDRESS environment variable, never from a config",
 }
 
 
@@ -327,6 +470,8 @@ def _type_names(types: tuple[type, ...]) -> str:
 def check_keys(run: RunConfig, known: Iterable[str]) -> None:
     known = set(known)
     for key, value in run.body.items():
+        if key in REFUSED_KEYS:
+            raise ConfigError(f"{run.name}: {key!r} is not a config key: {REFUSED_KEYS[key]}")
         if key not in known:
             raise ConfigError(f"{run.name}: unknown key {key!r}.{nearest(key, known)}")
         if key in COMMON_KEYS:

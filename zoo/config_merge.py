@@ -110,6 +110,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import itertools
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -245,6 +246,11 @@ def substitute(value: Any, variables: Mapping[str, Any]) -> Any:
     return value
 
 
+# Most cells one config may expand to (the zoo's largest matrix has 360): past it the cells
+# alone, copied before any check, would exhaust time and memory.
+MAX_CELLS = 10_000
+
+
 def expand(body: dict[str, Any], known_keys: Iterable[str]) -> list[tuple[str, dict[str, Any]]]:
     """Every ``(tag, body)`` cell of the config's matrix (one ``("", body)`` without one).
 
@@ -265,6 +271,12 @@ def expand(body: dict[str, Any], known_keys: Iterable[str]) -> list[tuple[str, d
             axes.append([(axis, str(v), v) for v in values])
         else:
             raise ConfigError(f"matrix axis {axis!r} must be a non-empty list or mapping")
+    n_cells = math.prod(len(values) for values in axes)
+    if n_cells > MAX_CELLS:
+        raise ConfigError(
+            f"the matrix has {n_cells:,} cells ({' x '.join(str(len(v)) for v in axes)}); "
+            f"at most {MAX_CELLS:,} are run from one config"
+        )
     text = yaml.safe_dump(base)
     for axis, values in matrix.items():
         used = "{" + axis + "}" in text

@@ -33,6 +33,7 @@ from stable_baselines3.common.vec_env import (
 
 import attn_envs  # noqa: F401  (registers the attn_envs/... ids)
 from attn_envs.registration import make_args
+from attn_policies.atomic import atomic_write, make_folder
 from attn_policies.catalog import POLICIES
 from zoo.config_checks import ConfigError, RunConfig, nearest
 from zoo.registry import import_module, resolve
@@ -176,6 +177,8 @@ def make_env_fn(
             gym.register_envs(ale_py)
         make_id, make_kwargs = make_args(env_id, env_kwargs)  # "attn_envs:" for subprocesses
         env = gym.make(make_id, **make_kwargs)
+        if monitor_file is not None:  # Monitor opens its CSV itself, following a symlink:
+            atomic_write(f"{monitor_file}.{Monitor.EXT}", b"")  # put a plain file in its place
         env = Monitor(env, filename=monitor_file)
         for cls, kwargs in wrappers:
             env = cls(env, **kwargs)
@@ -231,7 +234,7 @@ def make_vec_env(
     for rank in range(n):
         monitor_file = None
         if monitor_dir is not None:
-            Path(monitor_dir).mkdir(parents=True, exist_ok=True)
+            make_folder(monitor_dir)  # a symlinked monitor/ is replaced, not followed
             monitor_file = str(Path(monitor_dir) / f"{prefix}{rank}")
         overrides = env_kwargs[rank] if env_kwargs is not None else None
         fns.append(make_env_fn(run, monitor_file, render_mode, extra_wrappers, overrides))

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from attn_policies.atomic import atomic_path
+from attn_policies.atomic import atomic_path, open_append
 
 FILE = "metrics.csv"
 COLUMNS = ("step", "wall_time", "metric", "value")
@@ -106,7 +106,7 @@ class MetricsLogger:
         self.offset = max(times, default=0.0)
         self.clock = clock
         self.start = clock()
-        self._fh = self.path.open("a", newline="")
+        self._fh = open_append(self.path)
         self._writer = csv.writer(self._fh)
 
     def wall_time(self) -> float:

@@ -22,12 +22,13 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 import numpy as np
-import yaml
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from attn_policies.canvas import new_figure
+from attn_policies.atomic import atomic_path
+from attn_policies.canvas import new_figure, save_figure
+from zoo.config_checks import safe_yaml
 from zoo.metrics import read_metrics, series
 
 __all__ = ["find_run_dirs", "load_run", "plot_runs"]
@@ -120,7 +121,7 @@ def run_identity(path: Path) -> tuple[str, str, str]:
     (``# atari_nonlocal/Pong-fc (budget cpu), ...``); without it the experiment name is used.
     """
     text = (path / "config.yml").read_text()
-    data = yaml.safe_load(text) or {}
+    data = safe_yaml(text, str(path / "config.yml")) or {}
     experiment, body = next(iter(data.items())) if data else (path.name, {})
     match = re.match(r"#\s*(\S+)\s+\(budget\s+(\w+)\)", text)
     name, budget = (match.group(1), match.group(2)) if match else (str(experiment), "")
@@ -308,10 +309,9 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path | None = None, x: str 
             )
 
     out_path = Path(out) if out is not None else Path(runs[0]) / "curves.png"
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     fig = _figure(drawn, groups, xlabels)
-    fig.savefig(out_path, dpi=120, format="png" if not out_path.suffix else None)
-    with out_path.with_suffix(".csv").open("w", newline="") as fh:
+    save_figure(fig, out_path, dpi=120)  # atomic: a symlinked curves.png is replaced
+    with atomic_path(out_path.with_suffix(".csv")) as tmp, tmp.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(CSV_COLUMNS)
         writer.writerows(rows)

@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from attn_policies.atomic import atomic_path, atomic_write
 from zoo.config import ConfigError, load_runs
 from zoo.pretrained_files import Checkpoint, read_checkpoint
 
@@ -85,6 +86,31 @@ def _require(ckpt: Checkpoint, args: dict[str, Any], key: str, allowed: tuple[An
             f"{ckpt.folder}: {ckpt.solution}/{ckpt.task} with {key} = {args[key]!r} is not "
             f"supported (supported: {', '.join(map(repr, allowed))})"
         )
+
+
+# Integer settings of an imported config.gin: the published agents' largest is 96; past
+# this bound a value is a typo or a trap (hidden_dim = 1000000000 asked for 32 GB).
+MAX_GIN_INT = 10**6
+
+
+def _checked_int(ckpt: Checkpoint, key: str, value: Any, minimum: int = 1) -> int:
+    """``value`` of ``key`` in the checkpoint's ``config.gin`` as an integer in
+    [``minimum``, :data:`MAX_GIN_INT`]; else a :class:`ConfigError` naming the file and key."""
+    integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not integral or not minimum <= value <= MAX_GIN_INT:
+        raise ConfigError(
+            f"{ckpt.folder / 'config.gin'}: {ckpt.solution}.{key} = {value!r} must be an "
+            f"integer from {minimum} to {MAX_GIN_INT:,}"
+        )
+    return int(value)
+
+
+def _int(ckpt: Checkpoint, key: str, default: int | None = None, minimum: int = 1) -> int:
+    """The solution's integer setting ``key`` (``default`` when the file has none; without
+    a default a missing key is a ``KeyError``, reported by :func:`_recipe`)."""
+    if key not in ckpt.solution_args and default is not None:
+        return default
+    return _checked_int(ckpt, key, ckpt.solution_args[key], minimum)
 
 
 def _cmaes_body(
@@ -111,12 +137,12 @@ def _cmaes_body(
 def _pi_fc(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converter]:
     a = ckpt.solution_args
     policy_kwargs = {
-        "action_dim": int(a["act_dim"]),
-        "n_queries": int(a["hidden_dim"]),
-        "hidden_layers": int(a.get("num_hidden_layers", 1)),
-        "query_dim": int(a["pos_em_dim"]),
-        "key_hidden": int(a["pos_em_dim"]),
-        "msg_dim": int(a["msg_dim"]),
+        "action_dim": _int(ckpt, "act_dim"),
+        "n_queries": _int(ckpt, "hidden_dim"),
+        "hidden_layers": _int(ckpt, "num_hidden_layers", 1, minimum=0),
+        "query_dim": _int(ckpt, "pos_em_dim"),
+        "key_hidden": _int(ckpt, "pos_em_dim"),
+        "msg_dim": _int(ckpt, "msg_dim"),
         "bias": bool(a.get("pi_layer_bias", True)),
         "scale": bool(a.get("pi_layer_scale", True)),
     }
@@ -150,13 +176,12 @@ def _pybullet_env(ckpt: Checkpoint) -> str:
 
 
 def _mlp(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converter]:
-    a = ckpt.solution_args
     env = _pybullet_env(ckpt)
     policy_kwargs = {
-        "obs_dim": int(a["obs_dim"]),
-        "action_dim": int(a["act_dim"]),
-        "hidden": int(a["hidden_dim"]),
-        "hidden_layers": int(a.get("num_hidden_layers", 0)),
+        "obs_dim": _int(ckpt, "obs_dim"),
+        "action_dim": _int(ckpt, "act_dim"),
+        "hidden": _int(ckpt, "hidden_dim"),
+        "hidden_layers": _int(ckpt, "num_hidden_layers", 0, minimum=0),
     }
     body = _cmaes_body(
         "The authors' FNN (MLPSolution) on PyBullet Ant, the BC teacher (imported)",
@@ -194,12 +219,12 @@ def _pi_attention_agent(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converte
     for key, value in (("pos_em_dim", 8), ("patch_size", 6), ("stack_k", 4), ("msg_dim", 16)):
         _require(ckpt, a, key, (value,))
     policy_kwargs = {
-        "grid_size": int(a.get("aa_image_size", 32)),
-        "code_dim": int(a.get("msg_dim", 16)),
-        "action_dim": int(a.get("act_dim", 3)),
-        "query_dim": int(a.get("aa_query_dim", 4)),
-        "top_k": int(a.get("aa_top_k", 10)),
-        "hidden_size": int(a.get("aa_hidden_dim", 16)),
+        "grid_size": _int(ckpt, "aa_image_size", 32),
+        "code_dim": _int(ckpt, "msg_dim", 16),
+        "action_dim": _int(ckpt, "act_dim", 3),
+        "query_dim": _int(ckpt, "aa_query_dim", 4),
+        "top_k": _int(ckpt, "aa_top_k", 10),
+        "hidden_size": _int(ckpt, "aa_hidden_dim", 16),
         "scale": 1.0,
     }
     body = _cmaes_body(
@@ -234,14 +259,13 @@ def _pi_attention_agent(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converte
 
 def _attention_agent(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converter]:
     _car_racing_task(ckpt, stacked=False)
-    a = ckpt.solution_args
     policy_kwargs = {
-        "image_size": int(a.get("image_size", 96)),
-        "patch_size": int(a.get("patch_size", 7)),
-        "stride": int(a.get("patch_stride", 4)),
-        "query_dim": int(a.get("query_dim", 4)),
-        "top_k": int(a.get("top_k", 10)),
-        "hidden_size": int(a.get("hidden_dim", 16)),
+        "image_size": _int(ckpt, "image_size", 96),
+        "patch_size": _int(ckpt, "patch_size", 7),
+        "stride": _int(ckpt, "patch_stride", 4),
+        "query_dim": _int(ckpt, "query_dim", 4),
+        "top_k": _int(ckpt, "top_k", 10),
+        "hidden_size": _int(ckpt, "hidden_dim", 16),
     }
     body = _cmaes_body(
         "The authors' AttentionAgent on CarRacing, AttentionNeuron repository (imported)",
@@ -273,17 +297,17 @@ def _vision_task_2020(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converter]
             f"{ckpt.folder}: VisionTaskSolution needs one LSTM layer (num_hiddens = [H]), "
             f"got {hiddens!r}"
         )
-    data_dim = int(a.get("data_dim", 3))
-    patch = int(a.get("patch_size", 7))
+    data_dim = _int(ckpt, "data_dim", 3)
+    patch = _int(ckpt, "patch_size", 7)
     policy_kwargs = {
-        "image_size": int(a.get("image_size", 96)),
+        "image_size": _int(ckpt, "image_size", 96),
         "patch_size": patch,
-        "stride": int(a.get("patch_stride", 4)),
+        "stride": _int(ckpt, "patch_stride", 4),
         "in_channels": data_dim,
-        "query_dim": int(a.get("query_dim", 4)),
-        "top_k": int(a.get("top_k", 10)),
-        "hidden_size": int(hiddens[0]),
-        "action_dim": int(a["output_dim"]),
+        "query_dim": _int(ckpt, "query_dim", 4),
+        "top_k": _int(ckpt, "top_k", 10),
+        "hidden_size": _checked_int(ckpt, "num_hiddens[0]", hiddens[0]),
+        "action_dim": _int(ckpt, "output_dim"),
         "scale": 1.0 / math.sqrt(data_dim * patch**2),
     }
     body = _cmaes_body(
@@ -370,17 +394,18 @@ def import_checkpoint(
     (config,) = _validated(experiment, body)
     policy = policy_factory(config)()
     expected = sum(p.numel() for p in policy.parameters())
-    if ckpt.params.size != expected:
+    if ckpt.n_params != expected:  # before decompressing: the header says how many
         raise ConfigError(
-            f"{ckpt.folder / 'model.npz'}: {ckpt.params.size} parameters, but "
+            f"{ckpt.folder / 'model.npz'}: {ckpt.n_params} parameters, but "
             f"{ckpt.solution} with these settings has {expected}"
         )
     vector = convert(ckpt.params.astype(np.float64), policy).astype(np.float32)
     policy.set_flat_parameters(vector)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.yml").write_text(config.to_yaml())
-    torch.save(policy.state_dict(), folder / "model.pt")
-    (folder / "command.txt").write_text(shlex.join(["attn-zoo", *sys.argv[1:]]) + "\n")
+    atomic_write(folder / "config.yml", config.to_yaml())
+    with atomic_path(folder / "model.pt") as tmp:
+        torch.save(policy.state_dict(), tmp)
+    atomic_write(folder / "command.txt", shlex.join(["attn-zoo", *sys.argv[1:]]) + "\n")
     provenance = {
         "repository": REPOSITORY,
         "licence": "Apache-2.0",
@@ -394,7 +419,7 @@ def import_checkpoint(
         "authors_logs": ckpt.logs,
         "imported": datetime.now().isoformat(timespec="seconds"),
     }
-    (folder / "provenance.json").write_text(json.dumps(provenance, indent=1, default=str))
+    atomic_write(folder / "provenance.json", json.dumps(provenance, indent=1, default=str))
     handle = Run(folder, config)
     handle.write_status(
         experiment=experiment, tag="", budget=config.budget, seed=config.seed,

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import re
 import zipfile
@@ -23,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from zoo.config import ConfigError
+from zoo.config import ConfigError, check_npz_memory
 
 __all__ = ["Checkpoint", "Reference", "parse_gin", "read_checkpoint"]
 
@@ -80,7 +81,8 @@ class Checkpoint:
         task: the task class name (``CartPoleSwingUpTask``, ...).
         solution_args: the solution's gin settings, ``{argument: value}``.
         task_args: the task's gin settings, plus ``create_task`` arguments of the 2020 code.
-        params: the flat parameter vector (float64 as stored).
+        n_params: the length of the flat parameter vector, from ``model.npz``'s header
+            (compare it with the policy's size before reading :attr:`params`).
         sha256: ``{file name: sha256}`` of ``config.gin`` and ``model.npz``.
         logs: ``{log file: {mean, std, n_episodes}}`` from ``test_log*.txt``.
     """
@@ -90,9 +92,14 @@ class Checkpoint:
     task: str
     solution_args: dict[str, Any]
     task_args: dict[str, Any]
-    params: np.ndarray
+    n_params: int
     sha256: dict[str, str]
     logs: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @functools.cached_property
+    def params(self) -> np.ndarray:
+        """The flat parameter vector (float64 as stored), decompressed on first use."""
+        return _read_params(self.folder / "model.npz")
 
 
 def _sha256(path: Path) -> str:
@@ -117,6 +124,24 @@ def _arguments(bindings: dict[str, Any], cls: str) -> dict[str, Any]:
         if sep and ("." + head + ".").endswith(prefix):
             out[arg] = value
     return out
+
+
+def _params_size(path: Path) -> int:
+    """The length of ``model.npz``'s ``params`` vector, from its header alone: nothing is
+    decompressed (a 1 MB file of zeros inflates to gigabytes), and an array that would not
+    fit in memory is refused (:func:`zoo.config.check_npz_memory`)."""
+    with path.open("rb") as fh:
+        if fh.read(6) == b"\x93NUMPY":
+            raise ConfigError(f"{path} is not an .npz archive (it holds a single array)")
+    arrays = check_npz_memory(path)
+    if "params" not in arrays:
+        raise ConfigError(f"{path} has no 'params' array (it has {sorted(arrays)})")
+    shape, dtype = arrays["params"]
+    if dtype.hasobject:
+        raise ConfigError(f"{path}: 'params' is not a plain numeric array (it holds objects)")
+    if len(shape) != 1 or not np.issubdtype(dtype, np.floating):
+        raise ConfigError(f"{path}: 'params' must be a 1-D float vector, got {dtype} {shape}")
+    return int(shape[0])
 
 
 def _read_params(path: Path) -> np.ndarray:
@@ -182,7 +207,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
         task=task,
         solution_args=_arguments(bindings, solution),
         task_args=task_args,
-        params=_read_params(folder / "model.npz"),
+        n_params=_params_size(folder / "model.npz"),
         sha256={n: _sha256(folder / n) for n in ("config.gin", "model.npz")},
         logs=_read_logs(folder),
     )

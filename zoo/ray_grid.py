@@ -19,7 +19,10 @@ Config keys (optional, any experiment)::
 
     resources: {num_cpus: 2, num_gpus: 1}   # per cell; also memory (bytes),
                                             # accelerator_type, custom: {name: amount}
-    ray_address: auto                       # join this cluster (``--ray ADDRESS`` wins)
+
+The cluster is the user's choice, never a config's: ``--ray ADDRESS``, else ``RAY_ADDRESS``,
+else a local instance (:func:`cluster_address`; an address that does not answer is one
+error line within seconds).
 
 Without ``resources`` a cell asks for ``torch_threads`` CPUs (1 if unset) and one GPU when
 its ``device`` is ``cuda``. The driver, and with it the run folders, must see the same
@@ -40,9 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
-
-from zoo.config import ConfigError, RunConfig, load_runs
+from zoo.config import ConfigError, RunConfig, load_runs, safe_yaml
 
 DEFAULT_MAX_RETRIES = 2
 """Resubmissions of a failed cell before it is reported as failed."""
@@ -120,15 +121,36 @@ def cell_resources(run: RunConfig) -> dict[str, Any]:
     return out
 
 
-def grid_address(runs: list[RunConfig], address: str | None = None) -> str | None:
-    """Where Ray is: ``address`` if given, else the cells' ``ray_address``, else ``None``
-    (a local instance, or the one ``RAY_ADDRESS`` names)."""
-    if address:
+# Seconds a Ray cluster's port may take to accept a connection (Ray itself retries for
+# minutes against an address that never answers).
+CONNECT_TIMEOUT_S = 10.0
+
+
+def cluster_address(address: str | None) -> str | None:
+    """The Ray cluster to join: ``address`` (``--ray ADDRESS``), else ``RAY_ADDRESS``, else
+    ``None`` (a local instance). Never a config's: a shared config must not choose where the
+    run's tasks, and the code and data they carry, go.
+
+    A ``HOST:PORT`` or ``ray://HOST:PORT`` whose port does not accept a connection within
+    :data:`CONNECT_TIMEOUT_S` is a :class:`ConfigError`, before Ray starts retrying.
+    """
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address is None or address in ("auto", "local"):
         return address
-    found = {run.body.get("ray_address") for run in runs} - {None, ""}
-    if len(found) > 1:
-        raise ConfigError(f"the cells name different ray_address values: {sorted(found)}")
-    return found.pop() if found else None
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(
+            f"Ray address {address!r} is not HOST:PORT, ray://HOST:PORT, auto or local"
+        )
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT_S).close()
+    except OSError as err:
+        reason = err.strerror or str(err) or type(err).__name__
+        raise ConfigError(
+            f"cannot reach the Ray cluster at {address} ({reason}); check --ray ADDRESS "
+            "or RAY_ADDRESS"
+        ) from None
+    return address
 
 
 @dataclass
@@ -153,17 +175,17 @@ class Cell:
     result: dict[str, Any] | None = None
 
 
-def _yaml_body(text: str) -> Any:
+def _yaml_body(text: str, where: str) -> Any:
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return safe_yaml(text, where)
+    except ConfigError:
         return None
 
 
 def _status(folder: Path) -> dict[str, Any]:
     try:
-        status = yaml.safe_load((folder / "status.json").read_text())  # JSON is YAML
-    except (OSError, yaml.YAMLError):
+        status = safe_yaml((folder / "status.json").read_text(), str(folder))  # JSON is YAML
+    except (OSError, ConfigError):
         return {}
     return status if isinstance(status, dict) else {}
 
@@ -174,7 +196,7 @@ def same_cell(folder: Path, run: RunConfig) -> bool:
         text = (folder / "config.yml").read_text()
     except OSError:
         return False
-    if _yaml_body(text) != _yaml_body(run.to_yaml()):
+    if _yaml_body(text, str(folder)) != _yaml_body(run.to_yaml(), run.name):
         return False
     status = _status(folder)
     return status.get("budget") == run.budget and status.get("tag", "") == run.tag
@@ -298,9 +320,13 @@ def _connect(ray: Any, address: str | None, init_kwargs: Mapping[str, Any] | Non
     if ray.is_initialized():
         return False
     kwargs: dict[str, Any] = {"address": address}
-    if address is None and not os.environ.get("RAY_ADDRESS"):
+    if address is None:
         kwargs["include_dashboard"] = False  # a local instance: no dashboard needed
-    ray.init(**{**kwargs, **(init_kwargs or {})})
+    try:
+        ray.init(**{**kwargs, **(init_kwargs or {})})
+    except ConnectionError as err:  # e.g. "auto" with no cluster running
+        line = " ".join(str(err).split())
+        raise ConfigError(f"cannot connect to the Ray cluster at {address}: {line}") from None
     return True
 
 
@@ -349,8 +375,9 @@ def run_grid(
 
     Args:
         ray_address: ``"auto"``, ``"ray://host:10001"`` or ``"host:6379"`` joins a cluster;
-            ``None`` uses the cells' ``ray_address``, else ``RAY_ADDRESS``, else starts a
-            local Ray instance. An already connected Ray (``ray.init`` by the caller) is used.
+            ``None`` uses ``RAY_ADDRESS``, else starts a local Ray instance (a config never
+            chooses: :func:`cluster_address`). An already connected Ray (``ray.init`` by
+            the caller) is used.
         max_retries: resubmissions of a failed cell (>= 0).
         progress_every: seconds between the workers' progress lines (``None``: none).
         init_kwargs: more ``ray.init`` arguments.
@@ -376,7 +403,7 @@ def run_grid(
     cells = plan_grid(experiment, budget, overrides, seed, root)
     todo = [cell for cell in cells if cell.state != "skipped"]
     options = {id(cell): cell_resources(cell.run) for cell in todo}
-    address = grid_address([cell.run for cell in cells], ray_address)
+    address = cluster_address(ray_address)
     trusted = [str(Path(f).resolve()) for f in trust_teacher]  # the same files on every node
     extra_imports = [p for p in allowed_imports() if p not in ALLOWED_IMPORTS]
     for cell in todo:
@@ -396,7 +423,7 @@ def run_grid(
     started = _connect(ray, address, init_kwargs)
     pending: dict[Any, Cell] = {}
     try:
-        local = started and address is None and not os.environ.get("RAY_ADDRESS")
+        local = started and address is None
         _check_feasible(ray, todo, options, strict=local)
         task = ray.remote(_train_cell)
 

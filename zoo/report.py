@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from attn_policies.atomic import atomic_path, atomic_write
 from zoo.config_checks import ConfigError
 from zoo.metrics import read_metrics, series
 from zoo.results import final_return, replace_block
@@ -578,7 +579,7 @@ def plot_chain(
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
     save_figure(fig, out, dpi=110)
-    with out.with_suffix(".csv").open("w", newline="") as fh:
+    with atomic_path(out.with_suffix(".csv")) as tmp, tmp.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(("stage", "kind", "minutes", "mean_return"))
         writer.writerows(rows)
@@ -644,8 +645,8 @@ def report(
     ]
     text = f"# {exp.key} ({exp.name})\n\n{table}\n\n" + "\n".join(per_run) + "\n"
     written = [target / "summary.md", target / "summary.csv"]
-    written[0].write_text(text)
-    with written[1].open("w", newline="") as fh:
+    atomic_write(written[0], text)  # a symlink there is replaced, never written through
+    with atomic_path(written[1]) as tmp, tmp.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(CSV_COLUMNS)
         writer.writerows(run_rows)

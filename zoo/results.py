@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from attn_policies.atomic import atomic_write
 from zoo.metrics import read_metrics, series
 from zoo.plots import rolling_mean
 
@@ -287,5 +288,5 @@ def replace_block(path: str | Path, name: str, text: str) -> bool:
     new = [*lines[: opens[0] + 1], text.rstrip("\n") + "\n", *lines[closes[0] :]]
     if new == lines:
         return False
-    path.write_text("".join(new))
+    atomic_write(path, "".join(new))
     return True

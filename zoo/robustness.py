@@ -53,7 +53,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from attn_policies.atomic import atomic_write
+from attn_policies.atomic import atomic_write, make_folder
 from zoo import factory
 from zoo.config import ConfigError, RunConfig, nearest, require_int
 from zoo.outputs import output_folder
@@ -511,7 +511,7 @@ def run_sweep(
                 row["note"] = "; ".join(n for n in (settings, _cells_note(run, condition)) if n)
             rows.append(row)
             if cell is not None:
-                cell.parent.mkdir(parents=True, exist_ok=True)
+                make_folder(cell.parent, inside=Path(cache).parent)  # links are replaced
                 atomic_write(cell, json.dumps({"key": key, "row": row}, indent=1, default=str))
     return rows
 
@@ -602,7 +602,8 @@ def robustness_sweep(
     """
     handles = _handles(runs)
     sweep = parse_sweep(sweep) if isinstance(sweep, str) else sweep
-    folder = Path(out) if out else output_folder(handles[0].path) / "robustness"
+    # by default a symlinked robustness/ is replaced, never followed (an --out is the user's)
+    folder = Path(out) if out else make_folder(output_folder(handles[0].path) / "robustness")
     rows = run_sweep(
         handles, sweep, n_episodes, seed, which, rescale, cache=folder / "cells", fresh=fresh
     )

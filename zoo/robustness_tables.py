@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from attn_policies.atomic import atomic_path, atomic_write
 from attn_policies.canvas import new_figure, save_figure
 
 __all__ = ["heat_grid", "markdown", "plot", "write_table"]
@@ -146,9 +147,9 @@ def write_table(rows: Sequence[dict[str, Any]], name: str, out: str | Path) -> l
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     fields = list(dict.fromkeys(k for r in rows for k in r))
-    with (out / f"{name}.csv").open("w", newline="") as fh:
+    with atomic_path(out / f"{name}.csv") as tmp, tmp.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
-    (out / f"{name}.md").write_text(markdown(rows))
+    atomic_write(out / f"{name}.md", markdown(rows))
     return [out / f"{name}.csv", out / f"{name}.md", plot(rows, name, out / f"{name}.png")]

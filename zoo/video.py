@@ -16,6 +16,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from attn_policies.atomic import atomic_path, commit, discard, temp_path
+
 __all__ = [
     "MIN_HEIGHT",
     "TITLE_BAND",
@@ -101,18 +103,27 @@ def caption(image: np.ndarray, text: str, org: tuple[int, int], scale: float = 0
 
 
 class VideoWriter:
-    """MP4 through OpenCV, or an animated GIF (PIL) when the path says so or mp4v is missing."""
+    """MP4 through OpenCV, or an animated GIF (PIL) when the path says so or mp4v is missing.
+
+    The frames go to a temporary file beside ``path`` that replaces it on :meth:`close`
+    (:mod:`attn_policies.atomic`): a symlinked ``video.mp4`` is replaced, never written
+    through, and a failed recording leaves the previous video.
+    """
 
     def __init__(self, path: Path, fps: int, size: tuple[int, int]) -> None:
         self.path, self.fps = path, fps
         self.frames: list[np.ndarray] = []
         self.video = None
+        self.tmp: Path | None = None
         if path.suffix.lower() != ".gif":
-            video = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), fps, size)
+            self.tmp = temp_path(path)  # keeps the suffix, which OpenCV reads the format from
+            video = cv2.VideoWriter(str(self.tmp), cv2.VideoWriter.fourcc(*"mp4v"), fps, size)
             if video.isOpened():
                 self.video = video
             else:
                 video.release()
+                discard(self.tmp)
+                self.tmp = None
                 self.path = path.with_suffix(".gif")
 
     def write(self, rgb: np.ndarray) -> None:
@@ -122,19 +133,22 @@ class VideoWriter:
             self.frames.append(rgb)
 
     def close(self) -> Path:
-        if self.video is not None:
+        if self.video is not None and self.tmp is not None:
             self.video.release()
+            commit(self.tmp, self.path)
         elif self.frames:
             from PIL import Image
 
             images = [Image.fromarray(f) for f in self.frames]
-            images[0].save(
-                self.path,
-                save_all=True,
-                append_images=images[1:],
-                duration=round(1000 / self.fps),
-                loop=0,
-            )
+            with atomic_path(self.path) as tmp:
+                images[0].save(
+                    tmp,
+                    format="GIF",
+                    save_all=True,
+                    append_images=images[1:],
+                    duration=round(1000 / self.fps),
+                    loop=0,
+                )
         return self.path
 
 

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from attn_policies.atomic import atomic_path, atomic_write
+from attn_policies.atomic import atomic_path, atomic_write, make_folder
 
 __all__ = ["APGConfig", "APGTrainer", "DifferentiableTask"]
 
@@ -194,8 +194,7 @@ class APGTrainer:
         """Policy, optimizer and generator state, between episodes only."""
         if not self.at_episode_start:
             raise RuntimeError("APGTrainer.save: only between episodes (at_episode_start)")
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        directory = make_folder(directory)  # a symlink there is replaced, not followed
         with atomic_path(directory / "apg.pt") as tmp:
             torch.save(
                 {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict()},

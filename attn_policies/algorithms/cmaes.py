@@ -61,7 +61,7 @@ from attn_policies.algorithms.cmaes_state import (
 )
 from attn_policies.algorithms.es_eval import Evaluator
 from attn_policies.algorithms.pgpe import PGPE, PGPEConfig
-from attn_policies.atomic import atomic_write
+from attn_policies.atomic import atomic_write, make_folder
 from attn_policies.checks import require_int
 
 __all__ = ["CMAES", "CMAESConfig", "CMAESTrainer", "convert_pickled_state"]
@@ -285,8 +285,7 @@ class CMAESTrainer:
         The CMA state and solutions go to files named after the generation, then
         ``trainer.json`` (written atomically, last) points at them; older files are removed.
         """
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        directory = make_folder(directory)  # a symlink there is replaced, not followed
         files = {
             "cma_state": f"{self.optimizer.state_prefix}-{self.generation}.npz",
             "solutions": f"solutions-{self.generation}.pt",

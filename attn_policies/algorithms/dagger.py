@@ -54,7 +54,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from attn_policies.atomic import atomic_path, atomic_write
+from attn_policies.atomic import atomic_path, atomic_write, make_folder
 from attn_policies.checks import require_int
 
 Teacher = Callable[[Tensor], Any]
@@ -384,8 +384,7 @@ class DAgger:
         """Write the state to ``directory``: each file atomically under a per-round name,
         then ``trainer.json`` naming them, then the older files go (a crash at any point
         leaves one whole checkpoint)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        directory = make_folder(directory)  # a symlink there is replaced, not followed
         student = f"student-{self.round}.pt"
         with atomic_path(directory / student) as tmp:
             torch.save(

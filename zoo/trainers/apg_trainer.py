@@ -198,6 +198,7 @@ class APGZooTrainer(CMAESZooTrainer):
         hold_task(run)
         apg_config(run)
         cmaes_trainer.policy_builder(run)
+        cmaes_trainer.check_policy_memory(run)  # before initial_policy builds it for real
         if not run.body.get("init") or Path(run.body["init"]).exists():
             initial_policy(run)
 

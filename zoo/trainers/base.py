@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attn_policies.atomic import atomic_path, atomic_write
+from attn_policies.atomic import atomic_path, atomic_write, open_append
 from zoo.config_checks import ConfigError
 
 
@@ -102,7 +102,7 @@ class ProgressTable:
             writer.writerows(rows)
 
     def write(self, record: dict[str, Any]) -> None:
-        with self.file.open("a", newline="") as fh:
+        with open_append(self.file) as fh:
             csv.DictWriter(fh, fieldnames=self.fields, extrasaction="ignore").writerow(record)
 
 

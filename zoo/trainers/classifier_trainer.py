@@ -42,11 +42,13 @@ from attn_policies.algorithms.supervised import (
     fixed_test_set,
     train_classifier,
 )
+from attn_policies.atomic import open_append
 from attn_policies.catalog import import_object
 from zoo import progress
 from zoo.config_checks import ConfigError, RunConfig, check_type, nearest
 from zoo.metrics import CLASSIFIER_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve_module_builder
+from zoo.trainers.base import save_state_dict
 from zoo.trainers.contract import KeyTypes, RunHandle, register
 
 MODELS: dict[str, str] = {
@@ -207,13 +209,13 @@ class ClassifierTrainer:
 
         def on_eval(iteration: int, record: dict[str, float]) -> bool:
             new = not log.exists()
-            with log.open("a", newline="") as fh:
+            with open_append(log) as fh:
                 writer = csv.DictWriter(fh, fieldnames=list(record))
                 if new:
                     writer.writeheader()
                 writer.writerow(record)
             metrics.log(iteration, renamed(record, CLASSIFIER_METRICS))
-            torch.save(model.state_dict(), path / "model.pt")
+            save_state_dict(model, path / "model.pt")
             handle.write_status(num_timesteps=iteration)
             if progress_bar:
                 print(
@@ -235,7 +237,7 @@ class ClassifierTrainer:
             metrics.close()
         if lines is not None:
             lines.close()
-        torch.save(model.state_dict(), path / "model.pt")
+        save_state_dict(model, path / "model.pt")
         return int(history[-1]["iteration"]) if history else 0
 
     def load(self, path: Path, run: RunConfig, which: str = "best") -> nn.Module:

@@ -22,9 +22,8 @@ Keys besides the common ones::
     es: cmaes                         # or pgpe: the same loop with PGPE (sigma0 = its
     pgpe: {}                          # initial stdev); PGPEConfig fields, e.g.
                                       # {center_learning_rate: 0.037, stdev_learning_rate: 0.078}
-    evaluator: batched                # or processes, ray
+    evaluator: batched                # or processes, ray (local; RAY_ADDRESS joins a cluster)
     n_workers: 2                      # processes / Ray actors
-    ray_address: null                 # null: local Ray; "auto" or "ray://host:10001"
     max_episode_steps: null           # cap on rollout steps (null: the env's own limit)
     torch_threads: 2
     eval: {freq: 10, n_episodes: 100, final_episodes: 1000}   # freq counts generations
@@ -60,7 +59,7 @@ from attn_policies.algorithms.pgpe import PGPEConfig
 from attn_policies.atomic import atomic_write
 from zoo import factory
 from zoo import progress as zoo_progress
-from zoo.config_checks import ConfigError, RunConfig, check_type, nearest
+from zoo.config_checks import ConfigError, RunConfig, check_memory, check_type, nearest
 from zoo.evaluation import episode_lists, episode_stats, eval_json, summary
 from zoo.metrics import CMAES_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve_function, resolve_module_builder
@@ -101,7 +100,6 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "pgpe": (dict,),
     "evaluator": (str,),
     "n_workers": (int,),
-    "ray_address": (str,),
     "max_episode_steps": (int,),
     "torch_threads": (int,),
 }
@@ -238,6 +236,48 @@ def rollout_spec(
     )
 
 
+def count_parameters(run: RunConfig) -> int | None:
+    """The run's policy size, built on torch's ``meta`` device (shapes only, no memory: a
+    ``hidden_dim`` of 10**9 costs nothing here); ``None`` for a policy that cannot be built
+    there (it is then built for real, and checked, by the steps that follow)."""
+    try:
+        with torch.device("meta"):
+            policy = policy_factory(run)()
+    except ConfigError:
+        raise
+    except Exception:
+        return None
+    return sum(p.numel() for p in policy.parameters())
+
+
+def check_search_memory(run: RunConfig) -> None:
+    """Refuse a population or policy too large for memory before anything is allocated
+    (:func:`zoo.config.check_memory`): each generation holds ``population`` float64
+    solutions and their float32 copies, CMA-ES also an ``n x n`` covariance (with its
+    eigenvectors) unless ``cma_options: {CMA_diagonal: true}``."""
+    n = count_parameters(run)
+    if n is None:
+        return
+    population = int(run.body.get("population", 256))
+    need = population * n * (8 + 4) + n * 4 * 4  # solutions; policy, mean, steps
+    what = f"a population of {population:,} x {n:,} parameters"
+    diagonal = (run.body.get("cma_options") or {}).get("CMA_diagonal") is True
+    if run.body.get("es", "cmaes") == "cmaes" and not diagonal:
+        need += 3 * n * n * 8
+        what += f" with a {n:,} x {n:,} covariance"
+    check_memory(run.name, need, what, "lower population or the policy's size")
+
+
+def check_policy_memory(run: RunConfig, copies: int = 4) -> None:
+    """Refuse a policy too large for memory before it is built (gradient trainers, APG and
+    DAgger): ``copies`` float32 copies of its parameters (weights, gradients, Adam's two
+    moments)."""
+    n = count_parameters(run)
+    if n is not None:
+        what = f"a policy of {n:,} parameters"
+        check_memory(run.name, n * 4 * copies, what, "lower the policy's size")
+
+
 def init_vector(run: RunConfig) -> np.ndarray | None:
     """The flat parameters ``init`` names (a run folder's best model, or a state dict file of
     the run's policy), read as tensors only; ``None`` without ``init``."""
@@ -302,8 +342,10 @@ def make_run_evaluator(run: RunConfig) -> Any:
     kwargs: dict[str, Any] = {}
     if kind in ("processes", "ray"):
         kwargs["n_workers"] = int(run.body.get("n_workers", 2))
-    if kind == "ray" and run.body.get("ray_address"):
-        kwargs["address"] = run.body["ray_address"]
+    if kind == "ray":  # the cluster is the user's (RAY_ADDRESS), never the config's
+        from zoo.ray_grid import cluster_address
+
+        kwargs["address"] = cluster_address(None)
     return make_evaluator(kind, rollout_spec(run, training=True), **kwargs)
 
 
@@ -342,6 +384,7 @@ class CMAESZooTrainer:
             )
         policy_builder(run)
         cma_config(run)
+        check_search_memory(run)  # before init_vector builds the policy for real
         # A misfit warm start fails here; a missing one in probe (still before anything is
         # written), so a config may name a run that an earlier step of its recipe makes.
         if not run.body.get("init") or Path(run.body["init"]).exists():

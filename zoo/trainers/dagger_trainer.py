@@ -214,6 +214,7 @@ class DAggerZooTrainer(CMAESZooTrainer):
             if key not in run.body:
                 raise ConfigError(f"{run.name}: missing required key {key!r}")
         cmaes_trainer.policy_builder(run)
+        cmaes_trainer.check_policy_memory(run)  # before anything builds the student
         dagger_config(run)
         # A misfit teacher fails here; a missing one (the git-ignored imported ant_mlp) in
         # probe, still before anything is written, as algo: cmaes treats `init`.

@@ -36,7 +36,7 @@ from stable_baselines3.common.save_util import load_from_zip_file
 from stable_baselines3.common.vec_env import VecNormalize
 
 from attn_policies.atomic import atomic_path
-from zoo.config_checks import ConfigError
+from zoo.config_checks import ConfigError, check_npz_memory
 
 # Training counters restored from a checkpoint's JSON ``data`` (plain numbers only).
 COUNTERS = (
@@ -218,6 +218,7 @@ def load_replay_buffer(buffer: BaseBuffer, file: str | Path) -> None:
     """
     file = Path(file)
     try:
+        check_npz_memory(file)  # from the headers, before anything is decompressed
         with np.load(file, allow_pickle=False) as npz:
             stored = {k: npz[k] for k in npz.files}
         scalars = json.loads(stored.pop("__scalars__").tobytes())
@@ -248,18 +249,7 @@ def check_replay_buffer(buffer: BaseBuffer, file: str | Path) -> None:
     shapes past the first axis (``buffer`` may be a shrunk one of the run's)."""
     file = Path(file)
     try:
-        headers = {}
-        with zipfile.ZipFile(file) as archive:
-            for name in archive.namelist():
-                with archive.open(name) as fh:
-                    version = np.lib.format.read_magic(fh)
-                    read = (
-                        np.lib.format.read_array_header_1_0
-                        if version == (1, 0)
-                        else np.lib.format.read_array_header_2_0
-                    )
-                    shape, _, dtype = read(fh)
-                headers[name.removesuffix(".npy")] = (shape, dtype)
+        headers = check_npz_memory(file)  # zoo.config's one .npz header reader
         headers.pop("__scalars__")
     except Exception as err:
         raise ArtefactError(f"{file}: not a readable replay buffer ({err})") from None
@@ -296,6 +286,7 @@ def load_vecnormalize(venv: VecNormalize, file: str | Path) -> VecNormalize:
     """Set ``venv``'s statistics (built from the run's config) from :func:`save_vecnormalize`."""
     file = Path(file)
     try:
+        check_npz_memory(file)  # from the headers, before anything is decompressed
         with np.load(file, allow_pickle=False) as npz:
             stored = {k: npz[k] for k in npz.files}
     except Exception as err:

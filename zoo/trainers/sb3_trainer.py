@@ -15,8 +15,9 @@ from stable_baselines3.common.logger import configure
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize
 
+from attn_policies.atomic import make_folder
 from zoo import factory, progress
-from zoo.config_checks import ConfigError, RunConfig, nearest
+from zoo.config_checks import ConfigError, RunConfig, check_memory, nearest
 from zoo.config_merge import deep_merge
 from zoo.evaluation import (
     KeepBestCallback,
@@ -112,39 +113,51 @@ def check_curriculum(run: RunConfig) -> None:
         )
 
 
-def available_memory() -> int:
-    """Bytes of memory available to a new allocation (``MemAvailable``), or a large number
-    where the platform does not say."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 2**62
+def _net_widths(net_arch: Any) -> int:
+    """The summed layer widths of an SB3 ``net_arch`` (64 + 64, SB3's default, when unset)."""
+    if net_arch is None:
+        return 128
+    if isinstance(net_arch, dict):
+        return sum(_net_widths(v) for v in net_arch.values())
+    if isinstance(net_arch, (list, tuple)):
+        return sum(_net_widths(v) if not isinstance(v, int) else v for v in net_arch)
+    return 0
 
 
-def check_replay_memory(run: RunConfig, obs_space: gym.Space, action_space: gym.Space) -> None:
-    """Refuse a replay buffer that cannot fit in memory, before the run folder exists.
+def check_memory_of(run: RunConfig, obs_space: gym.Space, action_space: gym.Space) -> None:
+    """Refuse buffers and batches that cannot fit in memory, before the run folder exists
+    (:func:`zoo.config.check_memory`, the one bound).
 
-    The estimate is SB3's layout: observations and next observations (one copy with
-    ``optimize_memory_usage``), actions, rewards, dones and timeouts per transition.
+    Per transition, SB3's layout: observations and next observations (one copy with
+    ``optimize_memory_usage``), actions, rewards, dones and timeouts. A replay buffer holds
+    ``buffer_size`` of them, a rollout buffer ``n_steps x n_envs``; each gradient step
+    gathers ``batch_size`` of them (at most the rollout for on-policy algorithms) and runs
+    the network on them: float32 activations of every layer, kept for the backward pass.
     """
-    size = run.body.get("buffer_size")
-    if not isinstance(size, int) or isinstance(size, bool):
-        return
+
+    def count(key: str) -> int:
+        value = run.body.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
     parts = obs_space.spaces.values() if isinstance(obs_space, gym.spaces.Dict) else [obs_space]
     obs = sum(int(np.prod(s.shape)) * s.dtype.itemsize for s in parts)
+    obs_values = sum(int(np.prod(s.shape)) for s in parts)
     copies = 1 if run.body.get("optimize_memory_usage") else 2
     per = copies * obs + max(int(np.prod(action_space.shape or (1,))), 1) * 8 + 3 * 4
-    need = size * per
-    have = available_memory()
-    if need > have:
-        raise ConfigError(
-            f"{run.name}: a replay buffer of {size:,} transitions needs about "
-            f"{need / 2**30:,.1f} GiB, more than the {have / 2**30:,.1f} GiB of memory available; "
-            "lower buffer_size"
-        )
+    replay, rollout = count("buffer_size"), count("n_steps") * max(count("n_envs"), 1)
+    batch = min(count("batch_size"), rollout) if rollout else count("batch_size")
+    net_arch = (run.body.get("policy_kwargs") or {}).get("net_arch")
+    activations = batch * (obs_values + _net_widths(net_arch)) * 4 * 3  # forward, grads
+    for need, what, fix in (
+        (replay * per, f"a replay buffer of {replay:,} transitions", "lower buffer_size"),
+        (rollout * per, f"a rollout buffer of {rollout:,} steps", "lower n_steps or n_envs"),
+        (
+            (replay + rollout + batch) * per + activations,
+            f"a batch of {batch:,} transitions with its buffer",
+            "lower batch_size",
+        ),
+    ):
+        check_memory(run.name, need, what, fix)
 
 
 class CheckpointCallback(BaseCallback):
@@ -242,7 +255,7 @@ def save_checkpoint(
     ``last.zip`` (atomically, last) commits them; older ones are removed only after. A kill
     or full disk at any moment leaves the previous consistent checkpoint.
     """
-    directory.mkdir(parents=True, exist_ok=True)
+    make_folder(directory)  # a symlinked checkpoints/ is replaced, never written through
     step = int(model.num_timesteps)
     buffer_file, stats_file = checkpoint_files(directory, step)
     if isinstance(model, OffPolicyAlgorithm) and model.replay_buffer is not None:
@@ -302,7 +315,7 @@ class SB3Trainer:
 
     def validate(self, run: RunConfig) -> None:
         """Static checks: types, required keys, classes and keyword arguments resolve."""
-        from zoo.config import check_type
+        from zoo.config_checks import check_type
 
         for key, types in RL_KEYS.items():
             check_type(run.name, key, run.body.get(key), types)
@@ -333,7 +346,7 @@ class SB3Trainer:
             try:
                 if spaces is None:
                     spaces = (env.observation_space, env.action_space)
-                    check_replay_memory(stage, *spaces)
+                    check_memory_of(stage, *spaces)
                     probe_model = factory.make_model(stage, env, probe=True)
                     if run.body.get("init"):
                         self._init(probe_model, env, run)
