@@ -124,8 +124,8 @@ class FixedNoopReset(gym.Wrapper[Any, int, Any, int], gym.utils.RecordConstructo
     Without sticky actions an ALE game is deterministic, so a greedy agent's whole episode is
     fixed by its start, and under a frame skip of ``f`` the count mod ``f`` sets the phase of
     the agent's steps in the game. Playing each start once gives an agent's exact expected
-    score (``results/puzzle_pong/noops.py``). Wrap the frame-skip-1 env, inside the frame
-    skip, in place of the random no-ops.
+    score (E5's lab notes, ``docs/lab_notes/e5_puzzle_pong.md``). Wrap the frame-skip-1 env,
+    inside the frame skip, in place of the random no-ops.
 
     Args:
         env: An ALE env whose action 0 is NOOP.
@@ -169,7 +169,7 @@ class NoopFrameReset(
     waits whole steps, so every episode starts at the same phase of the skip, and an agent
     trained there meets only that phase; ``AtariPreprocessing``'s no-ops are single frames,
     so its agents meet all of them. Pong without sticky actions plays a different game in each
-    phase (``results/puzzle_pong/noops.py``). The frames go straight to the emulator
+    phase (``docs/lab_notes/e5_puzzle_pong.md``). The frames go straight to the emulator
     (``ale.act``), so it sits right on the ALE env; wrappers above that read the emulator at
     reset (``DistractorFeatureObservation``) see the advanced state. The draw comes from a
     generator seeded in ``reset(seed=...)``.

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from zoo.report import EXPERIMENTS, collect, summary_table
+from zoo.experiments import EXPERIMENTS
+from zoo.report import collect, summary_table
 
 ROOT = Path(__file__).parents[1]
 SNIPPET = re.compile(r'^--8<-- "([^"]+)"$', re.M)

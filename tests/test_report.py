@@ -10,15 +10,8 @@ import pytest
 
 from zoo.cli import main
 from zoo.config_checks import ConfigError
-from zoo.report import (
-    EXPERIMENTS,
-    chain_rows,
-    collect,
-    find_experiment,
-    plot_chain,
-    report,
-    summary_table,
-)
+from zoo.experiments import find_experiment
+from zoo.report import chain_rows, collect, plot_chain, report, summary_table
 
 PAGE = "intro\n<!-- report: attn-zoo report E7 -->\nold table\n<!-- /report -->\nafter\n"
 
@@ -43,13 +36,6 @@ def _grid(root: Path) -> None:
     _run(cell / "0-20260101-000000", 0, -20.0, [-21.0] * 9 + [-19.0])
     _run(cell / "1-20260101-000000", 1, 10.0, [-21.0] * 9 + [11.0])
     _run(root / "results" / "atariari" / "Pong-L-fc" / "0-20260101-000000", 0, -5.0, [-4.0] * 10)
-
-
-def test_find_experiment_by_key_or_name_and_error_lists_them() -> None:
-    assert find_experiment("e3") is find_experiment("cartpole_pi")
-    assert [e.key for e in EXPERIMENTS] == [f"E{i}" for i in range(1, 9)]
-    with pytest.raises(ConfigError, match=r"choose one of E1 \(mnist\)"):
-        find_experiment("E9")
 
 
 def test_table_mean_and_sd_over_seeds_and_over_episodes_for_one_run(tmp_path: Path) -> None:
@@ -107,7 +93,7 @@ def test_default_cells_refresh_the_marked_page_table(tmp_path: Path, monkeypatch
     page.write_text(PAGE)
     exp = find_experiment("E7")
     small = type(exp)(exp.key, exp.name, exp.folder, exp.score, exp.cells[:2], exp.page)
-    monkeypatch.setattr("zoo.report.EXPERIMENTS", (small,))
+    monkeypatch.setattr("zoo.experiments.EXPERIMENTS", (small,))
     result = report("E7", root=root, plot=False)
     assert page in result.written
     text = page.read_text()

@@ -188,6 +188,19 @@ def test_replace_block_rewrites_only_between_its_markers(tmp_path: Path) -> None
         replace_block(readme, "e8", "y")
 
 
+def test_replace_block_with_a_multi_line_table_already_there_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    page = tmp_path / "page.md"
+    table = "| a | b |\n| --- | --- |\n| 1 | 2 |"
+    page.write_text(f"intro\n<!-- report: cmd -->\n{table}\n<!-- /report -->\nend\n")
+    inode = page.stat().st_ino
+    assert not replace_block(page, "report", table)  # the same rows: unchanged
+    assert page.stat().st_ino == inode  # not rewritten (a rewrite is a new file)
+    assert replace_block(page, "report", table.replace("2", "3"))
+    assert page.stat().st_ino != inode
+
+
 def test_copy_half_stores_float16_weights_that_load_into_the_float32_module(
     tmp_path: Path,
 ) -> None:

@@ -1,10 +1,11 @@
 """From run folders to committed evidence: copy finished runs, average seeds, format spreads.
 
 A grid (``attn-zoo train NAME --budget cpu``, locally or on Ray) leaves one run folder per
-cell and seed under ``runs/<experiment>/<tag>/<seed>-<time>/``. The scripts under
-``results/<experiment>/`` use these helpers to copy the finished ones into the repository
-(:func:`collect_runs`: small files only, ``metrics.csv`` trimmed to the rows a figure needs)
-and to draw the mean ± spread over seeds (:func:`mean_band`, :func:`spread`).
+cell and seed under ``runs/<experiment>/<tag>/<seed>-<time>/``. These helpers copy the
+finished ones into the repository's ``results/<experiment>/`` (:func:`collect_runs`: small
+files only, ``metrics.csv`` trimmed to the rows a figure needs) and draw the mean ± spread
+over seeds (:func:`mean_band`, :func:`spread`); ``attn-zoo report`` (:mod:`zoo.report`)
+then tabulates them and puts its table into the experiment's page (:func:`replace_block`).
 
 Example:
     >>> import tempfile
@@ -267,7 +268,8 @@ def spread(values: Sequence[float], digits: int = 1) -> str:
 
 def replace_block(path: str | Path, name: str, text: str) -> bool:
     """Put ``text`` between the lines ``<!-- name: ... -->`` and ``<!-- /name -->`` of a
-    Markdown file (a README table kept equal to a ``summary.md``); returns whether it changed.
+    Markdown file (an experiment page's table kept equal to ``attn-zoo report``'s); returns
+    whether the file changed (it is rewritten only then).
 
     Raises:
         ValueError: the file lacks the pair of markers, or has it more than once.
@@ -285,8 +287,9 @@ def replace_block(path: str | Path, name: str, text: str) -> bool:
     closes = [i for i, line in enumerate(lines) if line.strip() == f"<!-- /{name} -->"]
     if len(opens) != 1 or len(closes) != 1 or closes[0] < opens[0]:
         raise ValueError(f"{path}: needs one '<!-- {name}: ... -->' ... '<!-- /{name} -->' pair")
-    new = [*lines[: opens[0] + 1], text.rstrip("\n") + "\n", *lines[closes[0] :]]
-    if new == lines:
+    old = "".join(lines)
+    new = "".join([*lines[: opens[0] + 1], text.rstrip("\n") + "\n", *lines[closes[0] :]])
+    if new == old:
         return False
-    atomic_write(path, "".join(new))
+    atomic_write(path, new)
     return True

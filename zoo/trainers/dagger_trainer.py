@@ -141,7 +141,7 @@ def soften(model: nn.Module, temperature: float) -> nn.Module:
     A bang-bang teacher (tanh of a large pre-activation) becomes a smooth one with the same
     switching surface, for a student to fit with MSE. E3's FNN scores 610 ± 418 with
     ``T = 300`` and 643 ± 420 without, over 100 episodes
-    (``python results/cartpole_pi/soft_teacher.py``).
+    (the softened-teacher route: ``docs/lab_notes/e3_cartpole.md``).
 
     Raises:
         ValueError: ``temperature <= 0``, or ``model`` has no ``nn.Tanh``.

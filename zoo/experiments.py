@@ -1,0 +1,235 @@
+"""The seed experiments E1-E8 as ``attn-zoo report`` tabulates them: data, no I/O.
+
+Each experiment is an :class:`Experiment`: its committed run folders under ``results/``
+grouped into :class:`Cell` rows (the seeds of one cell are its runs), the score a row
+reports (test accuracy, success rate or mean test return, read from each run's
+``eval.json``), the source's published figure beside it, and its documentation page.
+:mod:`zoo.report` reads the runs and renders the table.
+
+Example:
+    >>> exp = find_experiment("e3")
+    >>> exp.key, exp.name, exp.page
+    ('E3', 'cartpole_pi', 'docs/experiments/e3_cartpole.md')
+    >>> exp.cells[0].pattern, exp.cells[0].published
+    ('cartpole_pi/pi', '472 ± 426')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zoo.config_checks import ConfigError
+
+__all__ = ["EXPERIMENTS", "Cell", "Experiment", "find_experiment"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One row of an experiment's table.
+
+    Attributes:
+        label: the row's name.
+        pattern: glob, relative to the results folder, of the row's run folders (or of
+            folders holding them, one level down): the seeds of one cell.
+        published: the source's figure for this row, as the source states it.
+        policy: which ``eval.json`` policy to read (default: the first one).
+        plot: draw its runs in the curves figure; off for a cell whose runs share a
+            config name with another cell's (the figure groups runs by that name).
+    """
+
+    label: str
+    pattern: str
+    published: str = ""
+    policy: str | None = None
+    plot: bool = True
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One seed experiment's report: where its runs are and what its table shows.
+
+    Attributes:
+        key: ``E1`` ... ``E8``.
+        name: the name ``attn-zoo report`` takes (besides the key).
+        folder: its folder under ``results/``: the default output of the report.
+        score: the score's column title; ``test accuracy`` reads ``eval.json``'s
+            ``test_accuracy``, a title with ``success`` the policy's ``success_rate``,
+            anything else its ``mean_reward``.
+        cells: the rows.
+        page: its documentation page, relative to the repository root.
+        final: the training episodes the "training return" column averages: a fraction of
+            the steps (below 1) or a number of final env steps (1 or more).
+        final_from_eval: read that column from ``eval.json``'s ``training_return`` (the
+            trainer's own final window, e.g. seed 003's last 10,000 frames) instead.
+        chain: the stage run folders of a curriculum, in order (relative to the results
+            folder): drawn end to end against wall time (:func:`zoo.report.plot_chain`).
+        goal: a return line drawn on the chain's figure.
+    """
+
+    key: str
+    name: str
+    folder: str
+    score: str
+    cells: tuple[Cell, ...]
+    page: str = ""
+    final: float = 0.1
+    final_from_eval: bool = False
+    chain: tuple[str, ...] = ()
+    goal: float | None = None
+
+    @property
+    def percent(self) -> bool:
+        return "accuracy" in self.score or "success" in self.score
+
+
+def _c(
+    label: str, pattern: str, published: str = "", policy: str | None = None, plot: bool = True
+) -> Cell:
+    return Cell(label, pattern, published, policy, plot)
+
+
+EXPERIMENTS: tuple[Experiment, ...] = (
+    Experiment(
+        "E1",
+        "mnist",
+        "mnist",
+        "test accuracy",
+        (
+            _c("relational, cpu budget (300 iterations)", "mnist/digits/relational/*", "94.6%"),
+            _c("CNN, cpu budget (300 iterations)", "mnist/digits/cnn/*", "87.8%"),
+            _c("relational, full budget (1,000)", "mnist/digits_full/relational/*", "94.6%"),
+            _c("CNN, full budget (1,000)", "mnist/digits_full/cnn/*", "87.8%"),
+        ),
+        "docs/experiments/e1_mnist.md",
+    ),
+    Experiment(
+        "E2",
+        "doorkey",
+        "doorkey",
+        "test success rate",
+        (
+            _c("ε = 0.05", "doorkey", "≥ 94%", "eps0.05"),
+            _c("greedy", "doorkey", "≥ 94%", "greedy"),
+            _c("ε = 0.5 (the book's acting policy)", "doorkey", "≥ 94%", "eps0.5"),
+        ),
+        "docs/experiments/e2_doorkey.md",
+    ),
+    Experiment(
+        "E3",
+        "cartpole_pi",
+        "cartpole_pi",
+        "test return",
+        (
+            _c("PI, curriculum route (`pi`)", "cartpole_pi/pi", "472 ± 426"),
+            _c(
+                "PI, the route again (seeds 16, 17)",
+                "cartpole_pi/pop512/7_tune_after_seed16",
+                plot=False,
+            ),
+            _c("PI, its last stage with seed 8", "cartpole_pi/pop512/7_tune_seed8", plot=False),
+            _c("PI, CMA-ES from x0 = 0 (`pi_x0`)", "cartpole_pi/pi_x0", "472 ± 426"),
+            _c("FNN", "cartpole_pi/fnn", "593 ± 433"),
+            _c("PI, the authors' checkpoint", "pretrained/cartpole_pi", "516.6 ± 420.4 (log)"),
+        ),
+        "docs/experiments/e3_cartpole.md",
+        chain=(
+            "cartpole_pi/two_core/1_hold",
+            "cartpole_pi/two_core/2_catch",
+            "cartpole_pi/two_core/3_tune",
+            "cartpole_pi/two_core/4_tune",
+            "cartpole_pi/two_core/5_tune",
+            "cartpole_pi/pop512/6_tune_pop512",
+            "cartpole_pi/pi",
+        ),
+        goal=450.0,
+    ),
+    Experiment(
+        "E4",
+        "ant_bc",
+        "ant_bc",
+        "test return",
+        (
+            _c("PI (BC), cpu budget, 20 epochs", "ant_bc/ant_pi_bc", "2034 ± 948"),
+            _c("larger PI (BC), cpu budget, 20 epochs", "ant_bc/ant_pi_bc_large", "2579 ± 457"),
+        ),
+        "docs/experiments/e4_ant.md",
+    ),
+    Experiment(
+        "E5",
+        "puzzle_pong",
+        "puzzle_pong",
+        "test return",
+        (
+            _c("KL student of the every-phase teacher", "puzzle_pong/phases/kl", "21 ± 0"),
+            _c("cross-entropy student of it", "puzzle_pong/phases/ce", "21 ± 0", plot=False),
+            _c("the every-phase RAM teacher", "puzzle_pong/teacher_phases/0"),
+            _c("KL student, occlusion 0.3 in training", "puzzle_pong/phases/kl_0.3", "21"),
+            _c("KL student, occlusion 0.5 in training", "puzzle_pong/phases/kl_0.5", "21"),
+            _c("KL student of the first teacher", "puzzle_pong/exact/kl", "21 ± 0", plot=False),
+        ),
+        "docs/experiments/e5_puzzle_pong.md",
+    ),
+    Experiment(
+        "E6",
+        "car_racing",
+        "pretrained",
+        "test return",
+        (
+            _c(
+                "AttentionNeuron (`carracing_pi`), classic screen", "pretrained/carracing_pi", "801"
+            ),
+            _c(
+                "the same, Gymnasium's screen",
+                "pretrained/carracing_pi_gymnasium_screen",
+                "801",
+            ),
+        ),
+        "docs/experiments/e6_car_racing.md",
+    ),
+    Experiment(
+        "E7",
+        "atariari",
+        "atariari",
+        "test return",
+        tuple(
+            _c(f"Pong {cond}, {label}", f"atariari/Pong-{cond}-{model}/*", claim)
+            for cond, model, label, claim in (
+                ("L", "g_awrl", "g-AWRL", "learns Pong"),
+                ("L", "fc", "FC", ""),
+                ("4L", "g_awrl", "g-AWRL", "learns; ahead of a-CNN"),
+                ("4L", "d_awrl", "d-AWRL", "learns Pong"),
+                ("4L", "content", "g-AWRL content-only", "fast but unstable"),
+                ("4L", "address", "g-AWRL address-only", "stable but low"),
+                ("4L", "fc", "FC", ""),
+                ("4L", "acnn", "a-CNN", "behind g-AWRL"),
+            )
+        ),
+        "docs/experiments/e7_atariari.md",
+    ),
+    Experiment(
+        "E8",
+        "atari_nonlocal",
+        "atari_nonlocal",
+        "test return",
+        (
+            _c("Pong, Nature CNN", "atari_nonlocal/Pong-cnn/*", "18.1 (10M steps)"),
+            _c("Pong, non-local before FC", "atari_nonlocal/Pong-fc/*", "19.5 (10M steps)"),
+        ),
+        "docs/experiments/e8_atari_nonlocal.md",
+        final=10_000,
+        final_from_eval=True,
+    ),
+)
+
+
+def find_experiment(name: str) -> Experiment:
+    """The experiment called ``name`` (``E3``, ``e3`` or ``cartpole_pi``).
+
+    Raises:
+        ConfigError: no such experiment (the message lists them).
+    """
+    for exp in EXPERIMENTS:
+        if name.lower() in (exp.key.lower(), exp.name):
+            return exp
+    names = ", ".join(f"{e.key} ({e.name})" for e in EXPERIMENTS)
+    raise ConfigError(f"unknown experiment {name!r} for report; choose one of {names}")
