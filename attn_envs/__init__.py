@@ -44,7 +44,7 @@ _PUBLIC = {
     "PreviousActionObservation": "attn_envs.feedback",
     "NegativeRewardTruncation": "attn_envs.termination",
     "CartPoleSwingUpEnv": "attn_envs.envs.cartpole_swingup",
-    "CartPoleSwingUpVectorEnv": "attn_envs.envs.cartpole_swingup",
+    "CartPoleSwingUpVectorEnv": "attn_envs.envs.cartpole_swingup_vector",
     "load_mnist": "attn_envs.mnist",
     "download_mnist": "attn_envs.mnist",
     "read_idx": "attn_envs.mnist",

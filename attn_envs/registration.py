@@ -76,8 +76,8 @@ _SPECS: dict[str, tuple[str, dict[str, Any], int | None]] = {
 
 # ids whose numpy-batched twin ``gym.make_vec(..., vectorization_mode="vector_entry_point")`` uses
 _VECTOR_ENTRY_POINTS = {
-    "CartPoleSwingUp-v0": "attn_envs.envs.cartpole_swingup:CartPoleSwingUpVectorEnv",
-    "CartPoleSwingUpHarder-v0": "attn_envs.envs.cartpole_swingup:CartPoleSwingUpVectorEnv",
+    "CartPoleSwingUp-v0": "attn_envs.envs.cartpole_swingup_vector:CartPoleSwingUpVectorEnv",
+    "CartPoleSwingUpHarder-v0": "attn_envs.envs.cartpole_swingup_vector:CartPoleSwingUpVectorEnv",
 }
 
 ENV_IDS: tuple[str, ...] = tuple(f"{NAMESPACE}/{name}" for name in _SPECS)

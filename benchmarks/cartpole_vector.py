@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from attn_envs.envs.cartpole_swingup import CartPoleSwingUpEnv, CartPoleSwingUpVectorEnv
+from attn_envs.envs.cartpole_swingup import CartPoleSwingUpEnv
+from attn_envs.envs.cartpole_swingup_vector import CartPoleSwingUpVectorEnv
 
 OUT = Path(__file__).parent / "results"
 

@@ -7,9 +7,11 @@ import math
 import numpy as np
 import pytest
 import torch
+from gymnasium.utils.seeding import np_random
 
 from attn_envs.envs import cartpole_swingup as csu
 from attn_envs.envs.cartpole_swingup_torch import CartPoleHoldTask, dynamics, observation, reward
+from attn_envs.envs.cartpole_swingup_vector import CartPoleSwingUpVectorEnv
 
 
 def random_states(n: int = 256, seed: int = 0) -> np.ndarray:
@@ -30,7 +32,7 @@ def test_step_observation_and_reward_equal_the_numpy_env() -> None:
 
 
 def test_a_rollout_matches_the_vector_env_step_for_step() -> None:
-    env = csu.CartPoleSwingUpVectorEnv(8, harder=True, autoreset=False)
+    env = CartPoleSwingUpVectorEnv(8, harder=True, autoreset=False)
     env.reset(seed=3)
     s = torch.as_tensor(env.state)
     rng = np.random.default_rng(0)
@@ -70,6 +72,6 @@ def test_hold_task_span_draws_the_envs_starts() -> None:
     """The task's ``span`` is the env's ``start_span``: the same starts from the same draws."""
     span = (2.4, 6.0, 0.3, 2.0)
     task = CartPoleHoldTask(harder=True, span=span)
-    venv = csu.CartPoleSwingUpVectorEnv(5, harder=True, upright=True, start_span=span)
+    venv = CartPoleSwingUpVectorEnv(5, harder=True, upright=True, start_span=span)
     venv.reset(seed=3)
-    np.testing.assert_array_equal(task.starts(csu.np_random(3)[0], 5), venv.state)
+    np.testing.assert_array_equal(task.starts(np_random(3)[0], 5), venv.state)

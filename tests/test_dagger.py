@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from attn_envs.envs.cartpole_swingup import CartPoleSwingUpVectorEnv
+from attn_envs.envs.cartpole_swingup_vector import CartPoleSwingUpVectorEnv
 from attn_policies.algorithms.dagger import (
     DAgger,
     DAggerConfig,

@@ -1,4 +1,4 @@
-"""CartPoleSwingUp (E3): the estool / EvoJAX swing-up task, single and numpy-batched.
+"""CartPoleSwingUp (E3): the estool / EvoJAX swing-up task, its physics and the single env.
 
 Faithful to ``CartPoleSwingUpHarderEnv`` of Tang & Ha's AttentionNeuron code (itself hardmaru's
 estool ``cartpole_swingup``; EvoJAX ``cartpole.py`` is the same task): semi-implicit Euler with
@@ -21,12 +21,13 @@ Choices where the original is silent or differs from gymnasium conventions:
   or not the same step also terminated.
 
 The physics lives in :func:`swingup_dynamics` and acts on states laid out ``(4, *batch)``, so
-the single env (state ``(4,)``) and the batched env (state ``(4, B)``) run the same code.
+the single env (state ``(4,)``) and the numpy-batched env
+(:mod:`attn_envs.envs.cartpole_swingup_vector`, state ``(4, B)``) run the same code; they
+also share the start draws (:func:`draw_starts`), the checks of their options and the spaces.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import cv2
@@ -34,9 +35,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
-from gymnasium.utils.seeding import np_random
-from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space
 from numpy.typing import ArrayLike, NDArray
 
 from attn_envs._spaces import require_integral
@@ -51,12 +49,17 @@ __all__ = [
     "POLE_LENGTH",
     "X_THRESHOLD",
     "CartPoleSwingUpEnv",
-    "CartPoleSwingUpVectorEnv",
+    "check_probability",
     "check_start_span",
+    "check_upright_share",
+    "draw_starts",
     "render_frame",
     "sample_initial_states",
+    "state_option",
+    "swingup_action_space",
     "swingup_dynamics",
     "swingup_observation",
+    "swingup_observation_space",
     "swingup_reward",
 ]
 
@@ -179,8 +182,10 @@ def sample_initial_states(
     return centre + rng.standard_normal(size=(n, 4)) * _EASY_STD
 
 
-def _check_share(upright: bool, upright_share: float) -> float:
-    share = _check_probability("upright_share", upright_share)
+def check_upright_share(upright: bool, upright_share: float) -> float:
+    """``upright_share`` as a float in ``[0, 1]``, or a one-line ``ValueError`` (also when
+    ``upright`` is set too: a share of upright starts and all of them contradict)."""
+    share = check_probability("upright_share", upright_share)
     if upright and share:
         raise ValueError("give upright=True or an upright_share, not both")
     return share
@@ -204,14 +209,15 @@ def check_start_span(harder: bool, start_span: ArrayLike | None) -> FloatArray |
     return span
 
 
-def _check_probability(name: str, value: float) -> float:
+def check_probability(name: str, value: float) -> float:
+    """``value`` as a float in ``[0, 1]``, or a one-line ``ValueError`` naming ``name``."""
     share = float(value)
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"{name} must be in [0, 1], got {value!r}")
     return share
 
 
-def _draw_starts(
+def draw_starts(
     rng: np.random.Generator,
     n: int,
     harder: bool,
@@ -220,7 +226,8 @@ def _draw_starts(
     inward_share: float = 0.0,
     span: FloatArray | None = None,
 ) -> FloatArray:
-    """:func:`sample_initial_states`, each start then around the pole up with probability
+    """``n`` starts, shape ``(n, 4)``: :func:`sample_initial_states`, each start then around
+    the pole up with probability
     ``upright_share`` and with its cart moving towards the centre with probability
     ``inward_share`` (one more draw per start for each share strictly between 0 and 1, so
     the other settings keep their streams)."""
@@ -237,17 +244,21 @@ def _draw_starts(
     return starts
 
 
-def _single_observation_space() -> spaces.Box:
+def swingup_observation_space() -> spaces.Box:
+    """The space of one :func:`swingup_observation`: ``[x, x_dot, cos θ, sin θ, θ_dot]``."""
     big = np.finfo(np.float32).max  # the original's bound; ±inf would trip the env checkers
     high = np.array([big, big, 1.0, 1.0, big], dtype=np.float32)
     return spaces.Box(-high, high, dtype=np.float32)
 
 
-def _single_action_space() -> spaces.Box:
+def swingup_action_space() -> spaces.Box:
+    """The space of one action: a normalised force in ``[-1, 1]``."""
     return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
 
 
-def _state_option(options: dict[str, Any] | None, shape: tuple[int, ...]) -> FloatArray | None:
+def state_option(options: dict[str, Any] | None, shape: tuple[int, ...]) -> FloatArray | None:
+    """``reset``'s ``options["state"]`` as a float64 array of ``shape`` (``None`` when not
+    given), or a one-line ``ValueError`` (wrong shape, not finite)."""
     if not options or options.get("state") is None:
         return None
     state = np.array(options["state"], dtype=np.float64)
@@ -356,13 +367,13 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
                 f"got {render_mode!r}"
             )
         self.harder, self.upright = bool(harder), bool(upright)
-        self.upright_share = _check_share(self.upright, upright_share)
-        self.inward_share = _check_probability("inward_share", inward_share)
+        self.upright_share = check_upright_share(self.upright, upright_share)
+        self.inward_share = check_probability("inward_share", inward_share)
         self.start_span = check_start_span(self.harder, start_span)
         self.max_episode_steps = require_integral(max_episode_steps, "max_episode_steps")
         self.render_mode = render_mode
-        self.observation_space = _single_observation_space()
-        self.action_space = _single_action_space()
+        self.observation_space = swingup_observation_space()
+        self.action_space = swingup_action_space()
         self.state: FloatArray | None = None
         self.steps = 0
 
@@ -370,10 +381,10 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[NDArray[np.float32], dict[str, Any]]:
         super().reset(seed=seed)
-        state = _state_option(options, (4,))
+        state = state_option(options, (4,))
         if state is None:
             shares = self.upright_share, self.inward_share, self.start_span
-            state = _draw_starts(self.np_random, 1, self.harder, self.upright, *shares)[0]
+            state = draw_starts(self.np_random, 1, self.harder, self.upright, *shares)[0]
         self.state = state
         self.steps = 0
         return swingup_observation(self.state), {}
@@ -400,188 +411,3 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         if self.state is None:
             raise ResetNeeded("Call reset() before render().")
         return render_frame(self.state)
-
-
-class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32], np.ndarray]):
-    """``num_envs`` copies of :class:`CartPoleSwingUpEnv` stepped in one numpy call.
-
-    With ``autoreset=True`` it follows gymnasium's NEXT_STEP autoreset: the step after a copy
-    ends ignores that copy's action and returns its fresh initial observation with reward 0
-    and both flags False. With ``autoreset=False`` (``AutoresetMode.DISABLED``) a copy that
-    ends freezes: its state and step count stop changing, its reward is 0 and its flags are
-    False from the next step on, until it is reset (``reset(options={"reset_mask": m})``
-    resets only the copies in ``m``). Either way :attr:`done` marks the copies whose episode
-    has ended and that have not been reset yet, so an ES evaluator can run all copies for
-    ``max_episode_steps`` steps and just sum the rewards.
-
-    ``reset(seed=s)`` seeds one generator that draws all copies' initial states (copy ``i``
-    gets draws ``4i … 4i+3``, so copy 0 starts like ``CartPoleSwingUpEnv`` reset with the
-    same seed); autoresets draw from the same generator, and so does a masked reset (with a
-    seed, the generator is reseeded first). ``reset(seed=[s_0, ..., s_{B-1}])`` starts copy
-    ``i`` exactly where ``CartPoleSwingUpEnv`` reset with ``s_i`` starts (later autoresets
-    draw from a generator seeded with ``s_0``), so equal seeds give equal episodes.
-    ``options={"state": (B, 4) array}`` sets exact initial states instead (only the masked
-    rows are used when a mask is given).
-
-    Args:
-        num_envs: Number of copies ``B``.
-        harder: Use the Harder reset distribution.
-        max_episode_steps: Truncation step of every copy.
-        autoreset: NEXT_STEP autoreset if True, freeze finished copies if False.
-        upright: Start around the pole up, as :class:`CartPoleSwingUpEnv`.
-        upright_share: Probability that a start is upright, as :class:`CartPoleSwingUpEnv`.
-        inward_share: Probability that a start's cart moves towards the centre, as
-            :class:`CartPoleSwingUpEnv`.
-        start_span: The Harder box's half-widths, as :class:`CartPoleSwingUpEnv`.
-
-    Attributes:
-        done: Bool mask ``(B,)`` of copies that ended and were not reset yet.
-        steps: Int ``(B,)`` steps taken in each copy's current episode.
-
-    Example:
-        >>> venv = CartPoleSwingUpVectorEnv(4, harder=True, autoreset=False)
-        >>> obs, info = venv.reset(seed=0)
-        >>> obs.shape, obs.dtype, venv.action_space.shape
-        ((4, 5), dtype('float32'), (4, 1))
-        >>> obs, rewards, terminations, truncations, infos = venv.step(np.zeros((4, 1)))
-        >>> rewards.shape, terminations.dtype, venv.done.shape
-        ((4,), dtype('bool'), (4,))
-    """
-
-    metadata: dict[str, Any] = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
-
-    def __init__(
-        self,
-        num_envs: int,
-        harder: bool = False,
-        max_episode_steps: int = 1000,
-        autoreset: bool = True,
-        upright: bool = False,
-        upright_share: float = 0.0,
-        inward_share: float = 0.0,
-        start_span: ArrayLike | None = None,
-    ) -> None:
-        self.num_envs = require_integral(num_envs, "num_envs")
-        self.harder, self.upright = bool(harder), bool(upright)
-        self.upright_share = _check_share(self.upright, upright_share)
-        self.inward_share = _check_probability("inward_share", inward_share)
-        self.start_span = check_start_span(self.harder, start_span)
-        self.max_episode_steps = require_integral(max_episode_steps, "max_episode_steps")
-        self.autoreset = bool(autoreset)
-        mode = AutoresetMode.NEXT_STEP if self.autoreset else AutoresetMode.DISABLED
-        self.metadata = {**type(self).metadata, "autoreset_mode": mode}
-        self.single_observation_space = _single_observation_space()
-        self.single_action_space = _single_action_space()
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._state: FloatArray | None = None  # (4, B): contiguous rows for the physics
-        self._obs = np.zeros((self.num_envs, 5), dtype=np.float32)  # last observation
-        self.steps = np.zeros(self.num_envs, dtype=np.int64)
-        self.done = np.zeros(self.num_envs, dtype=np.bool_)
-
-    def _starts(self, rng: np.random.Generator, n: int) -> FloatArray:
-        shares = self.upright_share, self.inward_share, self.start_span
-        return _draw_starts(rng, n, self.harder, self.upright, *shares)
-
-    @property
-    def state(self) -> FloatArray | None:
-        """Copy of the float64 states, shape ``(B, 4)``; ``None`` before ``reset``."""
-        return None if self._state is None else self._state.T.copy()
-
-    def reset(
-        self,
-        *,
-        seed: int | Sequence[int] | None = None,
-        options: dict[str, Any] | None = None,
-    ) -> tuple[NDArray[np.float32], dict[str, Any]]:
-        seeds = None
-        if seed is not None and not isinstance(seed, int | np.integer):
-            seeds = np.asarray(seed, dtype=np.int64)
-            if seeds.shape != (self.num_envs,):
-                raise ValueError(
-                    f"seed must be an int or {self.num_envs} ints, got shape {seeds.shape}"
-                )
-            seed = int(seeds[0])
-        super().reset(seed=seed)
-        mask = self._reset_mask(options)
-        given = _state_option(options, (self.num_envs, 4))
-        if self._state is None:
-            if not mask.all():
-                raise ResetNeeded("The first reset() must reset every copy (no reset_mask).")
-            self._state = np.empty((4, self.num_envs), dtype=np.float64)
-        idx = np.flatnonzero(mask)
-        if given is None and seeds is None:
-            self._state[:, idx] = self._starts(self.np_random, idx.size).T
-        elif given is None:
-            # ES evaluators give many copies the same seed: draw once per distinct seed.
-            unique, inverse = np.unique(seeds[idx], return_inverse=True)
-            drawn = np.stack([self._starts(np_random(int(s))[0], 1)[0] for s in unique])
-            self._state[:, idx] = drawn[inverse].T
-        else:
-            self._state[:, idx] = given[idx].T
-        # Rebind rather than write in place, as step() does: arrays handed out stay snapshots.
-        self.steps = np.where(mask, 0, self.steps)
-        self.done = self.done & ~mask
-        self._obs = swingup_observation(self._state)
-        return self._obs.copy(), {}
-
-    def step(
-        self, actions: ArrayLike
-    ) -> tuple[
-        NDArray[np.float32], FloatArray, NDArray[np.bool_], NDArray[np.bool_], dict[str, Any]
-    ]:
-        if self._state is None:
-            raise ResetNeeded("Call reset() before step().")
-        a = np.asarray(actions, dtype=np.float64)
-        if a.shape not in ((self.num_envs,), (self.num_envs, 1)):
-            raise ValueError(
-                f"actions must have shape ({self.num_envs},) or ({self.num_envs}, 1), got {a.shape}"
-            )
-        ended = self.done
-        live = ~ended
-        a = a.reshape(self.num_envs)
-        if self.autoreset:
-            state = swingup_dynamics(self._state, a)
-            self.steps += 1
-            rewards = np.where(live, swingup_reward(state), 0.0)
-            obs = None
-        else:
-            # Frozen copies are not stepped: an ES generation soon has most copies ended.
-            # The maths is elementwise, so a copy's result does not depend on the others.
-            idx = np.flatnonzero(live)
-            state = self._state.copy()
-            rewards = np.zeros(self.num_envs)
-            obs = self._obs.copy()
-            if idx.size:
-                new = swingup_dynamics(self._state[:, idx], a[idx])
-                state[:, idx] = new
-                rewards[idx] = swingup_reward(new)
-                obs[idx] = swingup_observation(new)
-            self.steps += live
-        terminations = live & (np.abs(state[0]) > X_THRESHOLD)
-        truncations = live & (self.steps >= self.max_episode_steps)
-        if self.autoreset:
-            idx = np.flatnonzero(ended)
-            if idx.size:
-                state[:, idx] = self._starts(self.np_random, idx.size).T
-                self.steps[idx] = 0
-            self.done = terminations | truncations
-        else:
-            self.done = ended | terminations | truncations
-        self._state = state
-        if obs is None:
-            obs = swingup_observation(state)
-        self._obs = obs
-        return obs.copy(), rewards, terminations, truncations, {}
-
-    def _reset_mask(self, options: dict[str, Any] | None) -> NDArray[np.bool_]:
-        if not options or options.get("reset_mask") is None:
-            return np.ones(self.num_envs, dtype=np.bool_)
-        mask = options["reset_mask"]
-        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
-            raise TypeError(f"options['reset_mask'] must be a bool numpy array, got {mask!r}")
-        if mask.shape != (self.num_envs,):
-            raise ValueError(
-                f"options['reset_mask'] must have shape ({self.num_envs},), got {mask.shape}"
-            )
-        return mask

@@ -28,7 +28,7 @@ Randomness is derived from ``(seed, round)``, so :meth:`DAgger.save` / :meth:`DA
 
 Example:
     >>> import torch
-    >>> from attn_envs.envs.cartpole_swingup import CartPoleSwingUpVectorEnv
+    >>> from attn_envs.envs.cartpole_swingup_vector import CartPoleSwingUpVectorEnv
     >>> from attn_policies.es_policies import AttentionNeuronPolicy, FNNPolicy
     >>> _ = torch.manual_seed(0)
     >>> teacher = FNNPolicy(5, 1, 4)
