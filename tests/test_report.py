@@ -100,6 +100,8 @@ def test_default_cells_refresh_the_marked_page_table(tmp_path: Path, monkeypatch
     assert "old table" not in text and result.table in text
     assert text.startswith("intro\n<!-- report: attn-zoo report E7 -->\n| cell |")
     assert (root / "results" / "atariari" / "report" / "summary.md").is_file()
+    again = report("E7", root=root, plot=False)  # the same table: the page is not rewritten
+    assert page not in again.written and page.read_text() == text
 
     page.write_text("no markers\n")
     (root / "results" / "atariari" / "report" / "summary.md").unlink()
