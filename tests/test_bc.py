@@ -13,19 +13,14 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 from torch import nn
 
-from attn_policies.algorithms.bc import (
-    BatchSampler,
-    BCConfig,
-    BCDataset,
-    DatasetBuffer,
+from attn_policies.algorithms.bc import BatchSampler, BCConfig, lr_factor, occlude_tokens, train_bc
+from attn_policies.algorithms.bc_collect import (
     RolloutCollector,
     Teacher,
     as_teacher,
     collect_rollouts,
-    lr_factor,
-    occlude_tokens,
-    train_bc,
 )
+from attn_policies.algorithms.bc_data import BCDataset, DatasetBuffer
 
 W = np.array([[1.0, -2.0], [0.5, 0.0], [0.0, 1.5], [-1.0, 1.0]], np.float32)
 

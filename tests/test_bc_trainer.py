@@ -17,13 +17,15 @@ from gymnasium import spaces
 
 import zoo
 from attn_envs import CartPoleSwingUpVectorEnv
-from attn_policies.algorithms.bc import BCDataset
+from attn_policies.algorithms.bc_data import BCDataset
+from attn_policies.algorithms.bc_student import BCStudent, StudentAgent
 from attn_policies.algorithms.frame_store import FrameStore
 from zoo import factory
 from zoo.config import ConfigError
 from zoo.registry import ALLOW_IMPORT_ENV
 from zoo.trainers import get_trainer
-from zoo.trainers.bc_trainer import BCStudent, StudentAgent, _collect_run, load_teacher
+from zoo.trainers.bc_collection import collect_run
+from zoo.trainers.bc_teacher import load_teacher
 
 
 @pytest.fixture(autouse=True)
@@ -308,7 +310,7 @@ def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -
     assert data.obs["observation"].shape[1:] == (196, 144) and data.targets.shape[1:] == (6,)
 
     _, view = load_teacher(run.config, run.path)  # the teacher sees its normalised features
-    env = factory.make_vec_env(_collect_run(run.config), n_envs=1, training=False)
+    env = factory.make_vec_env(collect_run(run.config), n_envs=1, training=False)
     env.seed(0)
     obs = env.reset()
     seen = view(obs)
