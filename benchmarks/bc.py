@@ -6,7 +6,7 @@
 Writes ``benchmarks/results/bc.json`` and ``bc.png``. The student is the configured one
 (``puzzle_pong_bc``, built by the zoo's own :func:`zoo.trainers.bc_trainer.make_student`:
 VisionAttentionNeuron M=400, d 32 -> CNN -> 512 -> 6) and the data a synthetic
-:class:`~attn_policies.algorithms.bc.BCDataset` with the env's shapes and dtypes (196 uint8
+:class:`~attn_policies.algorithms.bc_data.BCDataset` with the env's shapes and dtypes (196 uint8
 tokens of 6x6x4 per step, a one-hot previous action, 6 teacher logits) drawn from a seeded
 generator, so no teacher is needed. Per batch of 256, one training step of
 :func:`~attn_policies.algorithms.bc.train_bc` is timed in three parts, each median over
@@ -59,6 +59,7 @@ from stable_baselines3.common.torch_layers import NatureCNN
 from torch import nn
 
 from attn_policies.algorithms import bc
+from attn_policies.algorithms.bc_data import BCDataset
 from attn_policies.canvas import new_figure, save_figure
 from zoo import factory
 from zoo.config import load_runs
@@ -90,7 +91,7 @@ def synthetic_data(space: spaces.Dict, n_actions: int, samples: int, seed: int =
         else:  # the one-hot previous action
             obs[key] = np.eye(*box.shape, dtype=box.dtype)[rng.integers(0, box.shape[0], samples)]
     targets = rng.normal(size=(samples, n_actions)).astype(np.float32)
-    return bc.BCDataset(obs, targets, rng.integers(0, n_actions, samples))
+    return BCDataset(obs, targets, rng.integers(0, n_actions, samples))
 
 
 def data_batches(

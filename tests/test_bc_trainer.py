@@ -13,17 +13,18 @@ import pytest
 import torch
 import yaml
 from _metrics import metrics_match_own_table
-from gymnasium import spaces
 
 import zoo
 from attn_envs import CartPoleSwingUpVectorEnv
-from attn_policies.algorithms.bc import BCDataset
+from attn_policies.algorithms.bc_data import BCDataset
+from attn_policies.algorithms.bc_student import BCStudent, StudentAgent
 from attn_policies.algorithms.frame_store import FrameStore
 from zoo import factory
 from zoo.config import ConfigError
 from zoo.registry import ALLOW_IMPORT_ENV
 from zoo.trainers import get_trainer
-from zoo.trainers.bc_trainer import BCStudent, StudentAgent, _collect_run, load_teacher
+from zoo.trainers.bc_collection import collect_run
+from zoo.trainers.bc_teacher import load_teacher
 
 
 @pytest.fixture(autouse=True)
@@ -269,25 +270,6 @@ def test_a_best_model_equal_to_the_last_is_tested_once(
     assert other["last_model"]["policies"] == same["policies"]  # model.pt, the same episodes
 
 
-def test_stochastic_student_actions_follow_the_softmax_of_its_logits() -> None:
-    logits = torch.tensor([[2.0, 0.0, -1.0, 1.0]])
-    student = torch.nn.Linear(1, 4)
-    with torch.no_grad():
-        student.weight.zero_()
-        student.bias.copy_(logits[0])
-    agent = StudentAgent(student, spaces.Discrete(4), seed=3)
-    obs = np.zeros((20000, 1), np.float32)
-    draws, _ = agent.predict(obs, deterministic=False)
-    counts = np.bincount(draws, minlength=4) / len(draws)
-    np.testing.assert_allclose(counts, torch.softmax(logits, -1)[0].numpy(), atol=0.015)
-    assert set(agent.predict(obs[:5])[0].tolist()) == {0}  # deterministic: the argmax
-    agent.seed(3)
-    np.testing.assert_array_equal(agent.predict(obs, deterministic=False)[0], draws)
-    box = StudentAgent(torch.nn.Linear(1, 2), spaces.Box(-1, 1, (2,)))
-    with pytest.raises(ValueError, match="stochastic actions need a Discrete action space"):
-        box.predict(obs[:2], deterministic=False)
-
-
 def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -> None:
     # The cpu budget's route: E7's FC on Pong's RAM features acts on the same emulator's
     # features, read beside the student's tokens; the student's data holds only its own view.
@@ -308,7 +290,7 @@ def test_puzzle_pong_student_cloned_from_a_ram_feature_teacher(tmp_path: Path) -
     assert data.obs["observation"].shape[1:] == (196, 144) and data.targets.shape[1:] == (6,)
 
     _, view = load_teacher(run.config, run.path)  # the teacher sees its normalised features
-    env = factory.make_vec_env(_collect_run(run.config), n_envs=1, training=False)
+    env = factory.make_vec_env(collect_run(run.config), n_envs=1, training=False)
     env.seed(0)
     obs = env.reset()
     seen = view(obs)

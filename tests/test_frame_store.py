@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 import attn_envs  # noqa: F401  (registers the envs)
 from attn_policies.algorithms import frame_store
-from attn_policies.algorithms.bc import BatchSampler, BCConfig, BCDataset, DatasetBuffer
+from attn_policies.algorithms.bc import BatchSampler, BCConfig
+from attn_policies.algorithms.bc_data import BCDataset, DatasetBuffer
 from attn_policies.algorithms.frame_store import FrameStore, StackedFrames
 
 

@@ -1,8 +1,9 @@
 """Behaviour cloning (seed 001, E4 Ant and E5 Puzzle Pong): a student imitates a teacher.
 
-Read top to bottom: :func:`collect_rollouts` plays a teacher in a vector env and records what
-the student will see with the teacher's targets; :func:`train_bc` fits the student with Adam,
-gradient clipping and, per batch, the two augmentations of seed 001:
+The training loop. :func:`~attn_policies.algorithms.bc_collect.collect_rollouts` plays a
+teacher in a vector env and records what the student will see with the teacher's targets
+(a :class:`~attn_policies.algorithms.bc_data.BCDataset`); :func:`train_bc` fits the student
+with Adam, gradient clipping and, per batch, the two augmentations of seed 001:
 
 - Gaussian noise on the previous action the student is fed (``prev_action_noise``; the Ant
   student used sigma 0.03), so it does not learn to copy ``a_{t-1}``;
@@ -19,9 +20,11 @@ teacher's near-ties instead of asking the student to copy an arbitrary argmax.
 the dataset, the occluded tokens straight from it (``uint8`` screens stay ``uint8`` until the
 student converts them); ``benchmarks/bc.py`` times it against the student's step.
 
-Long runs resume: :class:`RolloutCollector` records the teacher a chunk at a time (each chunk
-a :meth:`BCDataset.save` file), and ``train_bc(..., checkpoint=FILE)`` saves the student, the
-optimizer and the sampling streams after every epoch and continues from them.
+Long runs resume: :class:`~attn_policies.algorithms.bc_collect.RolloutCollector` records the
+teacher a chunk at a time (each chunk a
+:meth:`~attn_policies.algorithms.bc_data.BCDataset.save` file), and
+``train_bc(..., checkpoint=FILE)`` saves the student, the optimizer and the sampling streams
+after every epoch and continues from them.
 
 Example:
     >>> import torch
@@ -39,9 +42,8 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -51,26 +53,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attn_policies.algorithms.frame_store import FrameStore, StackedFrames
+from attn_policies.algorithms.bc_data import BCDataset
+from attn_policies.algorithms.frame_store import StackedFrames
 from attn_policies.atomic import atomic_path
-from attn_policies.checks import require_int, require_sizes
+from attn_policies.checks import require_sizes
 
 __all__ = [
     "BCConfig",
-    "BCDataset",
     "BatchSampler",
-    "DatasetBuffer",
-    "RolloutCollector",
-    "as_teacher",
-    "collect_rollouts",
     "lr_factor",
     "occlude_tokens",
-    "sample_logits",
-    "sb3_teacher",
     "train_bc",
 ]
-
-Obs = np.ndarray | dict[str, np.ndarray]
 
 
 @dataclass
@@ -157,308 +151,6 @@ def _ratio_range(occlusion: float | tuple[float, float]) -> tuple[float, float]:
     if isinstance(occlusion, tuple | list):
         return float(occlusion[0]), float(occlusion[1])
     return float(occlusion), float(occlusion)
-
-
-@dataclass(frozen=True)
-class BCDataset:
-    """Student inputs, teacher outputs and teacher actions; the first axis is the sample.
-
-    Attributes:
-        obs: an array, or a Dict of arrays (e.g. ``"observation"`` and ``"prev_action"``).
-        targets: the teacher's logits (Discrete) or action means (Box), float32.
-        actions: the actions the teacher took (the ``"cross_entropy"`` labels).
-    """
-
-    obs: Obs
-    targets: np.ndarray
-    actions: np.ndarray
-
-    def __post_init__(self) -> None:
-        sizes = (
-            {len(v) for v in self.obs.values()} if isinstance(self.obs, dict) else {len(self.obs)}
-        )
-        sizes |= {len(self.targets), len(self.actions)}
-        if len(sizes) != 1:
-            raise ValueError(f"obs, targets and actions must have one length, got {sizes}")
-
-    def __len__(self) -> int:
-        return len(self.targets)
-
-    def save(self, path: str | Path) -> Path:
-        """Write the dataset to one uncompressed ``.npz`` (atomically: a kill leaves no file).
-
-        Raises:
-            ValueError: a Dict entry whose name is not a plain identifier.
-        """
-        arrays = {"targets": self.targets, "actions": self.actions}
-        if isinstance(self.obs, dict):
-            for key, value in self.obs.items():
-                if not re.fullmatch(r"\w+", key):
-                    raise ValueError(f"observation entry {key!r} is not a plain identifier")
-                arrays[f"obs.{key}"] = value
-        else:
-            arrays["obs"] = self.obs
-        with atomic_path(path) as tmp, tmp.open("wb") as fh:
-            np.savez(fh, **arrays)
-        return Path(path)
-
-    @classmethod
-    def load(cls, path: str | Path) -> BCDataset:
-        """A dataset :meth:`save` wrote (arrays only: ``allow_pickle=False``)."""
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
-        entries = {k[4:]: arrays.pop(k) for k in list(arrays) if k.startswith("obs.")}
-        obs: Obs = arrays.pop("obs") if "obs" in arrays else entries
-        return cls(obs, arrays["targets"], arrays["actions"])
-
-    @classmethod
-    def concatenate(cls, parts: Sequence[BCDataset]) -> BCDataset:
-        """The samples of ``parts`` one after the other."""
-        if not parts:
-            raise ValueError("no datasets to concatenate")
-        if isinstance(parts[0].obs, dict):
-            keys = list(parts[0].obs)
-            obs: Obs = {k: np.concatenate([p.obs[k] for p in parts]) for k in keys}
-        else:
-            obs = np.concatenate([p.obs for p in parts])
-        return cls(
-            obs,
-            np.concatenate([p.targets for p in parts]),
-            np.concatenate([p.actions for p in parts]),
-        )
-
-
-class DatasetBuffer:
-    """Datasets appended into arrays allocated once, for data that grows round by round
-    (DAgger): :meth:`append` copies only the new samples, where
-    :meth:`BCDataset.concatenate` would copy everything so far, and :attr:`data` is a view
-    of the samples held (no copy). Memory is committed as rows are written.
-
-    ``stacked`` names Dict entries of frame-stacked patch tokens and their frames per token
-    (``{"observation": 4}`` for Puzzle Pong): those are kept in a
-    :class:`~attn_policies.algorithms.frame_store.FrameStore`, each distinct frame once, and
-    read back as :class:`~attn_policies.algorithms.frame_store.StackedFrames` (about 4x less
-    memory for 4 frames; the batches are the same).
-
-    Example:
-        >>> buffer = DatasetBuffer(capacity=5)
-        >>> part = BCDataset(np.ones((2, 3), np.uint8), np.zeros((2, 1)), np.zeros(2))
-        >>> buffer.append(part); buffer.append(part)
-        >>> len(buffer.data), buffer.data.obs.shape
-        (4, (4, 3))
-    """
-
-    def __init__(self, capacity: int, stacked: dict[str, int] | None = None) -> None:
-        require_sizes(capacity=capacity)
-        self.capacity, self.size = capacity, 0
-        self.stacked = dict(stacked or {})
-        self._obs: Obs | None = None
-        self._targets = self._actions = np.empty(0)
-
-    @staticmethod
-    def _like(values: np.ndarray, capacity: int) -> np.ndarray:
-        return np.empty((capacity, *values.shape[1:]), values.dtype)
-
-    def append(self, part: BCDataset) -> None:
-        """Copy ``part``'s samples after those held.
-
-        Raises:
-            ValueError: more samples than ``capacity``, or arrays unlike the first part's.
-        """
-        end = self.size + len(part)
-        if end > self.capacity:
-            raise ValueError(f"{end} samples do not fit a buffer of {self.capacity}")
-        if self._obs is None:
-            if self.stacked and not (
-                isinstance(part.obs, dict) and set(self.stacked) <= set(part.obs)
-            ):
-                entries = list(part.obs) if isinstance(part.obs, dict) else None
-                raise ValueError(f"stacked entries {list(self.stacked)} not among {entries}")
-            self._obs = (
-                {
-                    k: FrameStore(self.capacity, self.stacked[k])
-                    if k in self.stacked
-                    else self._like(v, self.capacity)
-                    for k, v in part.obs.items()
-                }
-                if isinstance(part.obs, dict)
-                else self._like(part.obs, self.capacity)
-            )
-            self._targets = self._like(part.targets, self.capacity)
-            self._actions = self._like(part.actions, self.capacity)
-        if isinstance(self._obs, dict) != isinstance(part.obs, dict) or (
-            isinstance(part.obs, dict) and set(part.obs) != set(self._obs)
-        ):
-            raise ValueError("every part must have the first part's observation entries")
-        if isinstance(self._obs, dict):
-            stores = {k: v for k, v in self._obs.items() if isinstance(v, FrameStore)}
-            for key, value in part.obs.items():  # arrays first: a store cannot take back rows
-                if key not in stores:
-                    self._obs[key][self.size : end] = value
-            for key, store in stores.items():
-                store.append(part.obs[key])
-        else:
-            self._obs[self.size : end] = part.obs
-        self._targets[self.size : end] = part.targets
-        self._actions[self.size : end] = part.actions
-        self.size = end
-
-    @property
-    def data(self) -> BCDataset:
-        """The samples appended so far, as views of the buffer."""
-        if self._obs is None:
-            raise ValueError("the buffer is empty")
-        n = self.size
-        obs: Obs = (
-            {k: v.data() if isinstance(v, FrameStore) else v[:n] for k, v in self._obs.items()}
-            if isinstance(self._obs, dict)
-            else self._obs[:n]
-        )
-        return BCDataset(obs, self._targets[:n], self._actions[:n])
-
-
-Teacher = Callable[[Obs], tuple[np.ndarray, np.ndarray]]
-
-
-def sb3_teacher(model: Any) -> Teacher:
-    """An SB3 model as a teacher: its deterministic actions and its logits or action means.
-
-    The targets come from ``model.policy.get_distribution``: ``logits`` for a categorical
-    distribution (Discrete), ``mean`` for a Gaussian (Box). The actions are what
-    ``model.predict(obs, deterministic=True)`` returns (clipped to the bounds for Box).
-
-    Args:
-        model: a trained ``stable_baselines3`` ``BaseAlgorithm`` (PPO, A2C, ...).
-    """
-
-    def act(obs: Obs) -> tuple[np.ndarray, np.ndarray]:
-        with torch.no_grad():
-            tensor, _ = model.policy.obs_to_tensor(obs)
-            dist = model.policy.get_distribution(tensor).distribution
-            target = dist.logits if hasattr(dist, "logits") else dist.mean
-        actions, _ = model.predict(obs, deterministic=True)
-        return actions, target.cpu().numpy()
-
-    return act
-
-
-def as_teacher(teacher: Teacher | Any) -> Teacher:
-    """``teacher`` as a callable ``obs -> (actions, targets)`` (SB3 models are wrapped)."""
-    if hasattr(teacher, "policy") and hasattr(teacher, "predict"):
-        return sb3_teacher(teacher)
-    if not callable(teacher):
-        raise TypeError(
-            f"teacher must be an SB3 model or a callable obs -> (actions, targets), got "
-            f"{type(teacher).__name__}"
-        )
-    return teacher
-
-
-class RolloutCollector:
-    """Plays a teacher in an SB3 ``VecEnv``, a chunk of steps at a time.
-
-    The first :meth:`collect` resets the env; later ones continue its episodes, so chunks of
-    ``n`` and ``m`` steps hold the same samples as one call of ``n + m``. Episodes restart as
-    the ``VecEnv`` resets them. The env's observation is what the student will see (e.g. with
-    the ``"prev_action"`` entry of ``attn_envs.PreviousActionObservation``, which then holds
-    the teacher's ``a_{t-1}``); ``teacher_obs`` maps it to what the teacher was trained on.
-
-    Args:
-        teacher: an SB3 model or a callable ``obs -> (actions, targets)`` on a batch.
-        env: the ``VecEnv`` (seed it before for reproducible data).
-        student_obs: maps the env's observation to the student's (default: the same).
-        teacher_obs: maps the env's observation to the teacher's (default: the same).
-        actor: ``student_obs -> actions`` of the policy that steps the env instead of the
-            teacher, which still labels every step (DAgger's relabelled states: the samples
-            then cover the states the student itself reaches).
-        sample_teacher: a generator: the env is stepped with actions drawn from the softmax
-            of the teacher's targets (its logits; Discrete actions) instead of its
-            deterministic actions, which stay the labels. A deterministic teacher in a
-            deterministic game replays the same states (E5's RAM teacher: 100k steps, 3.6k
-            distinct screens); a sampling one visits the states of a stochastic expert.
-
-    Example:
-        >>> from stable_baselines3.common.env_util import make_vec_env
-        >>> env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
-        >>> push_right = lambda obs: (np.ones(len(obs), np.int64), np.ones((len(obs), 2)))
-        >>> collector = RolloutCollector(push_right, env)
-        >>> [len(collector.collect(n)) for n in (3, 5)]  # samples: steps x envs
-        [6, 10]
-    """
-
-    def __init__(
-        self,
-        teacher: Teacher | Any,
-        env: Any,
-        student_obs: Callable[[Obs], Obs] | None = None,
-        teacher_obs: Callable[[Obs], Obs] | None = None,
-        actor: Callable[[Obs], np.ndarray] | None = None,
-        sample_teacher: np.random.Generator | None = None,
-    ) -> None:
-        if actor is not None and sample_teacher is not None:
-            raise ValueError("give an actor or sample_teacher, not both")
-        self.act, self.env = as_teacher(teacher), env
-        self.student_obs, self.teacher_obs, self.actor = student_obs, teacher_obs, actor
-        self.sample_teacher = sample_teacher
-        self._obs: Obs | None = None
-
-    def collect(self, n_steps: int) -> BCDataset:
-        """The next ``n_steps`` steps of every env: ``n_steps * num_envs`` samples.
-
-        Raises:
-            ValueError: ``n_steps < 1``.
-        """
-        require_int(n_steps, "n_steps")
-        obs = self.env.reset() if self._obs is None else self._obs
-        seen: list[Obs] = []
-        targets: list[np.ndarray] = []
-        actions: list[np.ndarray] = []
-        for _ in range(n_steps):
-            action, target = self.act(self.teacher_obs(obs) if self.teacher_obs else obs)
-            student = self.student_obs(obs) if self.student_obs else obs
-            seen.append(student)
-            targets.append(np.asarray(target, dtype=np.float32))
-            actions.append(np.asarray(action))
-            if self.actor is not None:
-                action = self.actor(student)
-            elif self.sample_teacher is not None:
-                action = sample_logits(targets[-1], self.sample_teacher)
-            obs, _, _, _ = self.env.step(action)
-        self._obs = obs
-        if isinstance(seen[0], dict):
-            stacked: Obs = {k: np.concatenate([o[k] for o in seen]) for k in seen[0]}
-        else:
-            stacked = np.concatenate(seen)
-        return BCDataset(stacked, np.concatenate(targets), np.concatenate(actions))
-
-
-def sample_logits(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One action per row drawn from ``softmax(logits)`` (Gumbel-max: one uniform per logit).
-
-    Example:
-        >>> logits = np.log(np.array([[0.9, 0.1, 0.0], [0.0, 0.0, 1.0]]) + 1e-12)
-        >>> draws = sample_logits(np.repeat(logits, 1000, axis=0), np.random.default_rng(0))
-        >>> np.bincount(draws[:1000], minlength=3).tolist()[2], set(draws[1000:].tolist())
-        (0, {2})
-    """
-    gumbel = -np.log(-np.log(rng.random(logits.shape)))
-    return np.argmax(logits + gumbel, axis=-1)
-
-
-def collect_rollouts(
-    teacher: Teacher | Any,
-    env: Any,
-    n_steps: int,
-    student_obs: Callable[[Obs], Obs] | None = None,
-    teacher_obs: Callable[[Obs], Obs] | None = None,
-) -> BCDataset:
-    """Play ``teacher`` in an SB3 ``VecEnv`` for ``n_steps`` steps of every env, from a reset:
-    one :meth:`RolloutCollector.collect` (see there for the arguments).
-
-    Raises:
-        ValueError: ``n_steps < 1``.
-    """
-    return RolloutCollector(teacher, env, student_obs, teacher_obs).collect(n_steps)
 
 
 def occlude_tokens(tokens: Tensor, ratio: float, generator: torch.Generator) -> Tensor:
@@ -660,7 +352,8 @@ def train_bc(
     Args:
         student: maps a batch of observations (tensor or Dict of tensors) to outputs of the
             targets' shape (``"mse"``) or to logits (``"cross_entropy"``, ``"kl"``).
-        data: from :func:`collect_rollouts` or any :class:`BCDataset`.
+        data: from :func:`~attn_policies.algorithms.bc_collect.collect_rollouts` or any
+            :class:`~attn_policies.algorithms.bc_data.BCDataset`.
         config: the settings.
         callback: ``callback(row)`` after every epoch (``row = {"epoch", "loss"}``, the mean
             batch loss); returning ``False`` stops training. The student is in train mode.

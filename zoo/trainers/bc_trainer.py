@@ -51,9 +51,10 @@ Keys besides the common ones::
 
 A run resumes stage by stage (``attn-zoo train --resume RUN``): a teacher trained into
 ``RUN/teacher`` continues from its own checkpoint; the teacher data is recorded in
-:data:`DATA_PARTS` files ``RUN/data/part-*.npz`` and a resumed run loads the saved ones and
-records the rest (from a fresh reset of the env seeded ``seed + part``, so samples after the
-cut differ from an uninterrupted run's); the student continues from
+:data:`~zoo.trainers.bc_collection.DATA_PARTS` files ``RUN/data/part-*.npz`` and a resumed
+run loads the saved ones and records the rest (from a fresh reset of the env seeded
+``seed + part``, so samples after the cut differ from an uninterrupted run's); the student
+continues from
 ``RUN/checkpoints/bc_last.pt``, saved after every epoch, bit for bit.
 
 With ``dagger_rounds`` (Ross et al. 2011, "A reduction of imitation learning to no-regret
@@ -79,10 +80,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import pickle
 import random
-import shlex
-import shutil
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -91,27 +89,20 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
-from torch import nn
 
-import zoo
-from attn_policies.algorithms.bc import (
-    BCConfig,
-    BCDataset,
-    DatasetBuffer,
-    RolloutCollector,
-    train_bc,
-)
-from attn_policies.algorithms.es_eval import default_action_fn
+from attn_policies.algorithms.bc import BCConfig, train_bc
+from attn_policies.algorithms.bc_data import DatasetBuffer
+from attn_policies.algorithms.bc_student import BCStudent, StudentAgent
 from zoo import factory, progress
 from zoo.config_checks import ConfigError, RunConfig, check_type
 from zoo.evaluation import episode_lists, eval_json, evaluate_policy, summary
 from zoo.metrics import BC_METRICS, MetricsLogger, renamed
-from zoo.registry import resolve, resolve_function
+from zoo.registry import resolve
 from zoo.trainers import state_dict_file
 from zoo.trainers.base import ProgressTable, load_init, load_state_dict, save_state_dict
+from zoo.trainers.bc_collection import collect_parts, dagger_data, dagger_schedule, run_samples
+from zoo.trainers.bc_teacher import check_trusted, config_function, load_teacher
 from zoo.trainers.contract import KeyTypes, RunHandle, register
-from zoo.trainers.sb3_state import normalizer
-from zoo.trainers.sb3_trainer import SB3Trainer
 
 KEYS: dict[str, tuple[type, ...] | None] = {
     "env": (str,),
@@ -146,57 +137,9 @@ KEYS: dict[str, tuple[type, ...] | None] = {
     "dagger_actions": (str,),
 }
 ACTION_MODES = ("deterministic", "stochastic")
-DATA_PARTS = 10  # files the teacher data is recorded in (a resume redoes at most one)
 STUDENT_KEYS = {"features_extractor_class", "features_extractor_kwargs", "net_arch"}
 TEACHER_KEYS = {"experiment", "budget", "overrides"}
 DEFAULT_EXTRACTOR = "stable_baselines3.common.torch_layers:FlattenExtractor"
-
-
-class BCStudent(nn.Module):
-    """Extractor (``BaseFeaturesExtractor``) -> [Linear + tanh]* -> Linear to the action size.
-
-    With ``attention_neuron`` and ``net_arch=[]`` this is the article's Puzzle Pong student
-    (the extractor ends in FC 512 + ReLU, the head is FC 512 -> 6); with
-    ``attention_neuron_vector`` (M=32) and ``net_arch=[32]`` the E4 Ant student.
-
-    Args:
-        observation_space: the student env's observation space.
-        action_space: Discrete (outputs ``n`` logits) or Box (outputs the action).
-        features_extractor_class: an SB3 ``BaseFeaturesExtractor`` class.
-        features_extractor_kwargs: its keyword arguments.
-        net_arch: widths of the hidden tanh layers of the head.
-
-    Example:
-        >>> from stable_baselines3.common.torch_layers import FlattenExtractor
-        >>> student = BCStudent(spaces.Box(-1, 1, (3,)), spaces.Discrete(2), FlattenExtractor,
-        ...                     net_arch=[8])
-        >>> student(torch.zeros(5, 3)).shape
-        torch.Size([5, 2])
-    """
-
-    def __init__(
-        self,
-        observation_space: spaces.Space,
-        action_space: spaces.Space,
-        features_extractor_class: type[nn.Module],
-        features_extractor_kwargs: dict[str, Any] | None = None,
-        net_arch: Sequence[int] = (),
-    ) -> None:
-        super().__init__()
-        self.extractor = features_extractor_class(
-            observation_space, **(features_extractor_kwargs or {})
-        )
-        width = int(self.extractor.features_dim)
-        layers: list[nn.Module] = []
-        for size in net_arch:
-            layers += [nn.Linear(width, size), nn.Tanh()]
-            width = size
-        discrete = isinstance(action_space, spaces.Discrete)
-        out = int(action_space.n) if discrete else int(np.prod(action_space.shape))
-        self.head = nn.Sequential(*layers, nn.Linear(width, out))
-
-    def forward(self, obs: Any) -> torch.Tensor:
-        return self.head(self.extractor(obs))
 
 
 def _same_weights(a: Path, b: Path) -> bool:
@@ -205,58 +148,6 @@ def _same_weights(a: Path, b: Path) -> bool:
         return False
     x, y = (torch.load(f, map_location="cpu", weights_only=True) for f in (a, b))
     return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
-
-
-class StudentAgent:
-    """A student with SB3's ``predict``, so :func:`zoo.evaluation.evaluate_policy` plays it.
-
-    Deterministic actions are an ES policy's
-    (:func:`~attn_policies.algorithms.es_eval.default_action_fn`): Discrete: the argmax of the
-    logits; Box: the output clipped to the action bounds. Stochastic actions (Discrete only)
-    are drawn from the softmax of the logits, the teacher's action distribution the student
-    was cloned on, with a generator seeded by ``seed`` (and :meth:`seed`).
-    """
-
-    def __init__(self, student: nn.Module, action_space: spaces.Space, seed: int = 0) -> None:
-        self.student, self.action_space = student.eval(), action_space
-        self.action_fn = default_action_fn(action_space)
-        self.rng = np.random.default_rng(seed)
-
-    def seed(self, seed: int) -> None:
-        """Restart the generator of stochastic actions (the same episodes draw the same)."""
-        self.rng = np.random.default_rng(seed)
-
-    @torch.no_grad()
-    def predict(
-        self,
-        obs: Any,
-        state: Any = None,
-        episode_start: Any = None,
-        deterministic: bool = True,
-    ) -> tuple[np.ndarray, None]:
-        """Actions for a batch of observations.
-
-        Raises:
-            ValueError: ``deterministic=False`` on a Box action space (a student outputs one
-                action there, not a distribution).
-        """
-        if isinstance(obs, dict):
-            x: Any = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in obs.items()}
-        else:
-            x = torch.as_tensor(obs, dtype=torch.float32)
-        out = self.student(x)
-        if deterministic:
-            return self.action_fn(out.numpy()), None
-        if not isinstance(self.action_space, spaces.Discrete):
-            raise ValueError(
-                "stochastic actions need a Discrete action space; this student outputs one "
-                f"action for {self.action_space} (test it deterministic)"
-            )
-        probs = torch.softmax(out.double(), dim=-1).numpy()
-        draws = self.rng.random((len(probs), 1))
-        # inverse CDF; the min guards draws above a last cumulative sum a hair below 1
-        actions = (probs.cumsum(axis=1) < draws).sum(axis=1)
-        return np.minimum(actions, probs.shape[1] - 1), None
 
 
 def bc_config(run: RunConfig) -> BCConfig:
@@ -313,257 +204,6 @@ def make_student(run: RunConfig) -> tuple[BCStudent, spaces.Space]:
         env.close()
 
 
-def _entry_view(key: str, space: spaces.Space | None) -> Callable[[Any], Any]:
-    """``obs[key]``; its newest step if the student's window has one axis more than ``space``."""
-    shape = getattr(space, "shape", None)
-
-    def view(obs: Any) -> Any:
-        if not isinstance(obs, dict) or key not in obs:
-            entries = list(obs) if isinstance(obs, dict) else type(obs).__name__
-            raise ConfigError(f"teacher_obs: the observation has no entry {key!r} ({entries})")
-        value = obs[key]
-        if shape is not None and value.shape[1:] != shape and value.shape[2:] == shape:
-            return value[:, -1]
-        return value
-
-    return view
-
-
-def _normalizer(file: Path | None, teacher_run: RunConfig | None) -> Callable[[Any], Any] | None:
-    """``normalize_obs`` of a teacher's saved statistics: a ``.npz`` (read as arrays; a zoo
-    run's with the run's settings), or a ``VecNormalize`` pickle that :func:`check_trusted`
-    let through (the person running the command named it)."""
-    if file is None or not file.exists():
-        return None
-    if teacher_run is not None or file.suffix == ".npz":
-        return normalizer(file, teacher_run)
-    with file.open("rb") as fh:
-        norm = pickle.load(fh)  # named on the command line: --trust-teacher
-    norm.training = False
-    return norm.normalize_obs
-
-
-def pickled_teacher_files(run: RunConfig) -> list[Path]:
-    """The files of ``teacher`` and ``teacher_vecnormalize`` that loading would unpickle:
-    an SB3 ``.zip`` and statistics that are not ``.npz`` arrays (a ``VecNormalize`` pickle)."""
-    spec = run.body.get("teacher")
-    if not isinstance(spec, str) or not spec.endswith(".zip") or Path(spec).is_dir():
-        return []  # a zoo run folder (tensors only), a teacher trained here, or a function
-    files = [Path(spec)]
-    stats = run.body.get("teacher_vecnormalize")
-    if stats and Path(stats).suffix != ".npz":
-        files.append(Path(stats))
-    return files
-
-
-def check_trusted(run: RunConfig, trusted: Collection[str | Path]) -> None:
-    """Refuse a pickled teacher file the person running the command did not name.
-
-    Unpickling runs whatever code the file holds, so a config or a run folder naming a
-    pickle is not enough: ``attn-zoo train ... --trust-teacher FILE`` (``trust_teacher`` of
-    :func:`zoo.train`) is.
-
-    Raises:
-        ConfigError: before anything is loaded or written, saying how to allow the file.
-    """
-    names = {Path(t).resolve() for t in trusted}
-    for file in pickled_teacher_files(run):
-        if file.resolve() not in names:
-            kind = "SB3 model" if file.suffix == ".zip" else "statistics file (give .npz arrays)"
-            raise ConfigError(
-                f"{run.name}: teacher {kind} {file} is a pickle, and loading one runs any code "
-                f"it holds; if you trust it, add --trust-teacher {shlex.quote(str(file))}"
-            )
-
-
-def _function(run: RunConfig, key: str, name: str) -> Callable[..., Any]:
-    """An import path of the config that must name a plain function of a package (checked
-    before it is called: ``os:system`` and the like are refused)."""
-    try:
-        return resolve_function(name, key)
-    except ValueError as err:
-        raise ConfigError(f"{run.name}: {key!r}: {err}") from None
-
-
-def load_teacher(
-    run: RunConfig, path: Path, trusted: Collection[str | Path] = ()
-) -> tuple[Any, Callable[[Any], Any] | None]:
-    """The teacher and the map from the student env's observation to the teacher's.
-
-    ``teacher`` is ``{experiment, budget, overrides}`` (trained into ``path / "teacher"``
-    first; a finished teacher there is reused), a zoo run folder, an SB3 ``.zip`` (a pickle:
-    only when ``trusted`` names it, see :func:`check_trusted`) or an import path to a callable.
-    """
-    check_trusted(run, trusted)
-    spec = run.body["teacher"]
-    norm_file: Path | None = None
-    folder: Path | None = None
-    if isinstance(spec, dict):
-        folder = path / "teacher"
-        if (folder / "status.json").exists() and not (folder / "eval.json").exists():
-            zoo.resume(folder)  # a teacher cut short by a kill continues from its checkpoint
-        elif not (folder / "eval.json").exists():
-            shutil.rmtree(folder, ignore_errors=True)  # killed before its status was written
-            zoo.train(spec["experiment"], budget=spec.get("budget", run.budget),
-                      overrides=dict(spec.get("overrides") or {}), seed=run.seed,
-                      run_dir=folder, command=f"teacher of {run.name}")  # fmt: skip
-    elif Path(spec).is_dir():
-        folder = Path(spec)
-    teacher_run: RunConfig | None = None
-    if folder is not None:
-        teacher_handle = zoo.load(folder)
-        teacher, teacher_run = teacher_handle.model("best"), teacher_handle.config
-        if hasattr(teacher, "policy"):
-            _, norm_file = SB3Trainer().model_file(folder, "best")
-    elif spec.endswith(".zip"):
-        teacher = resolve("algo", run.body.get("teacher_algo", "ppo")).load(spec, device="cpu")
-        if run.body.get("teacher_vecnormalize"):
-            norm_file = Path(run.body["teacher_vecnormalize"])
-            if not norm_file.exists():
-                raise ConfigError(f"{run.name}: teacher_vecnormalize {norm_file} does not exist")
-    else:
-        teacher = _function(run, "teacher", spec)
-    view_spec = run.body.get("teacher_obs")
-    view: Callable[[Any], Any] | None = None
-    if view_spec and ("." in view_spec or ":" in view_spec):
-        view = _function(run, "teacher_obs", view_spec)
-    elif view_spec:
-        view = _entry_view(view_spec, getattr(teacher, "observation_space", None))
-    normalize = _normalizer(norm_file, teacher_run)
-    if normalize is None:
-        return teacher, view
-    if view is None:
-        return teacher, normalize
-    inner = view
-    return teacher, lambda obs: normalize(inner(obs))
-
-
-def _steps_per_env(run: RunConfig) -> int:
-    """``n_timesteps`` (default 2000) split over the envs, rounded up like SB3's ``learn``."""
-    n_envs = int(run.body.get("n_envs", 1))
-    return -(-int(run.body.get("n_timesteps", 2000)) // n_envs)
-
-
-def _dagger(run: RunConfig) -> tuple[int, int, int]:
-    """``(rounds, steps per env per round, epochs per round)``."""
-    n_envs = int(run.body.get("n_envs", 1))
-    steps = -(-int(run.body.get("dagger_steps", 50000)) // n_envs)
-    return int(run.body.get("dagger_rounds", 0)), steps, int(run.body.get("dagger_epochs", 2))
-
-
-def _samples(run: RunConfig) -> int:
-    """Samples of a finished run: the teacher's steps and every DAgger round's."""
-    rounds, steps, _ = _dagger(run)
-    return (_steps_per_env(run) + rounds * steps) * int(run.body.get("n_envs", 1))
-
-
-def collect_steps(
-    run: RunConfig,
-    teacher: Any,
-    view: Any,
-    n_steps: int,
-    seed: int,
-    agent: StudentAgent | None = None,
-) -> BCDataset:
-    """``n_steps`` steps of every env of the run's collecting env (seeded ``seed``), labelled
-    by the teacher; ``agent`` (a student) plays them instead of the teacher when given,
-    sampling its actions (seeded ``seed``) with ``dagger_actions: stochastic``."""
-    env = factory.make_vec_env(_collect_run(run), training=False)
-    deterministic = run.body.get("dagger_actions", "deterministic") == "deterministic"
-    try:
-        env.seed(seed)
-        actor = None
-        if agent is not None:
-            agent.seed(seed)
-            actor = lambda obs: agent.predict(obs, deterministic=deterministic)[0]  # noqa: E731
-        collector = RolloutCollector(
-            teacher, env, _student_view(run, env.observation_space), view, actor
-        )
-        return collector.collect(n_steps)
-    finally:
-        env.close()
-
-
-def dagger_data(
-    run: RunConfig, file: Path, round_: int, teacher: Any, view: Any, agent: StudentAgent
-) -> BCDataset:
-    """Round ``round_``'s samples: the student plays (env seeded ``seed + 1000 * round_``),
-    the teacher labels; loaded from ``file`` when a resumed run recorded it already."""
-    if file.exists():
-        return BCDataset.load(file)
-    data = collect_steps(run, teacher, view, _dagger(run)[1], run.seed + 1000 * round_, agent)
-    data.save(file)
-    return data
-
-
-def collect_parts(run: RunConfig, folder: Path, teacher: Any, view: Any) -> list[BCDataset]:
-    """The run's teacher data: ``n_timesteps`` steps in :data:`DATA_PARTS` files under
-    ``folder``, the parts already there loaded, the others recorded (and saved).
-
-    Parts recorded in one go continue the env's episodes, so an uninterrupted run's data is
-    one :func:`~attn_policies.algorithms.bc.collect_rollouts` of all the steps; the first part
-    recorded after saved ones starts from a reset seeded ``seed + part`` (and, with
-    ``teacher_actions: stochastic``, draws the teacher's actions from a generator seeded
-    ``[seed, part]``).
-    """
-    n_steps = _steps_per_env(run)
-    sizes = [len(a) for a in np.array_split(np.arange(n_steps), min(DATA_PARTS, n_steps))]
-    parts: list[BCDataset] = []
-    env = None
-    student_view: Callable[[Any], Any] | None = None
-    collector: RolloutCollector | None = None
-    try:
-        for i, size in enumerate(sizes):
-            file = folder / f"part-{i:03d}.npz"
-            if file.exists():
-                parts.append(BCDataset.load(file))
-                collector = None
-                continue
-            if collector is None:
-                if env is None:
-                    env = factory.make_vec_env(_collect_run(run), training=False)
-                    student_view = _student_view(run, env.observation_space)
-                env.seed(run.seed + i)
-                sample = run.body.get("teacher_actions") == "stochastic"
-                collector = RolloutCollector(
-                    teacher, env, student_view, view,
-                    sample_teacher=np.random.default_rng([run.seed, i]) if sample else None,
-                )  # fmt: skip
-            parts.append(collector.collect(size))
-            parts[-1].save(file)
-    finally:
-        if env is not None:
-            env.close()
-    return parts
-
-
-def _student_view(run: RunConfig, collected: spaces.Space) -> Callable[[Any], Any] | None:
-    """Drops the Dict entries that only the collecting env has (``collect_env_kwargs`` may
-    add the teacher's own input, e.g. Puzzle Pong's ``ram_features``)."""
-    if not isinstance(collected, spaces.Dict):
-        return None
-    env = factory.make_single_env(run)
-    try:
-        space = env.observation_space
-    finally:
-        env.close()
-    if not isinstance(space, spaces.Dict):  # the student's Box is the Dict's "observation"
-        return (lambda obs: obs["observation"]) if "observation" in collected.spaces else None
-    keys = list(space.spaces)
-    if keys == list(collected.spaces):
-        return None
-    return lambda obs: {k: obs[k] for k in keys}
-
-
-def _collect_run(run: RunConfig) -> RunConfig:
-    """The run with ``collect_env_kwargs`` merged into ``env_kwargs``."""
-    env_kwargs = {
-        **(run.body.get("env_kwargs") or {}),
-        **(run.body.get("collect_env_kwargs") or {}),
-    }
-    return dataclasses.replace(run, body={**run.body, "env_kwargs": env_kwargs})
-
-
 @register("bc")
 class BCTrainer:
     """Collects teacher data and fits the student with :func:`train_bc`."""
@@ -607,10 +247,10 @@ class BCTrainer:
                     f"got {stack!r}"
                 )
         if isinstance(teacher, str) and not teacher.endswith(".zip") and not Path(teacher).is_dir():
-            _function(run, "teacher", teacher)
+            config_function(run, "teacher", teacher)
         view_spec = run.body.get("teacher_obs")
         if view_spec and ("." in view_spec or ":" in view_spec):
-            _function(run, "teacher_obs", view_spec)
+            config_function(run, "teacher_obs", view_spec)
         bc_config(run)
         _student_parts(run)
         if run.body.get("init") and not Path(run.body["init"]).exists():
@@ -662,9 +302,9 @@ class BCTrainer:
         random.seed(run.seed)
         np.random.seed(run.seed)  # noqa: NPY002
         torch.manual_seed(run.seed)
-        rounds, _, round_epochs = _dagger(run)
+        rounds, _, round_epochs = dagger_schedule(run)
         # room for every round's samples
-        buffer = DatasetBuffer(_samples(run), run.body.get("frame_store") or None)
+        buffer = DatasetBuffer(run_samples(run), run.body.get("frame_store") or None)
         for part in collect_parts(run, path / "data", teacher, view):
             buffer.append(part)
         data = buffer.data
@@ -804,7 +444,7 @@ class BCTrainer:
         seed = run.eval.test_seed if seed is None else int(seed)
         file = self.model_file(path, which)
         results = self._test(path, run, which, n, seed)
-        samples = _samples(run)
+        samples = run_samples(run)
         out = eval_json(run, path, file, seed, n, results, num_timesteps=samples)
         if which == "best" and file.name == "best_model.pt":
             # the last epoch was often the best: then the same episodes need no second run
