@@ -16,7 +16,7 @@ from _metrics import metrics_match_own_table, same_metrics
 import zoo
 from attn_policies.es_policies import AttentionNeuronPolicy
 from zoo.config import ConfigError
-from zoo.trainers import cmaes_trainer
+from zoo.trainers import es_rollout
 
 LONGER = {"n_updates": 6}  # three smoke episodes of two updates
 
@@ -48,7 +48,7 @@ def test_smoke_hold_then_catch_and_tune_from_it(tmp_path: Path) -> None:
     catch = zoo.train(
         "cartpole_pi_catch", budget="smoke", overrides={"init": str(hold.path)}, root=tmp_path
     )
-    x0 = cmaes_trainer.init_vector(catch.config)
+    x0 = es_rollout.init_vector(catch.config)
     best = state(hold.path / "best_model.pt")
     flat = torch.cat([best[k].reshape(-1) for k in policy.state_dict()]).numpy()
     np.testing.assert_array_equal(x0, flat.astype(np.float64))

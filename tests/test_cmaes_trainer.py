@@ -337,13 +337,9 @@ def test_interrupted_run_with_only_a_best_model_evaluates(tmp_path: Path) -> Non
 
 
 def test_train_env_kwargs_apply_to_fitness_rollouts_only(tmp_path: Path) -> None:
+    """The fitness rollouts start upright (their spec: test_es_rollout.py), so they score
+    above the tests, which start hanging below."""
     overrides = {"train_env_kwargs": {"upright_share": 1.0}}
-    (config,) = zoo.load_runs("cartpole_fnn", budget="smoke", overrides=overrides)
-    train_env = cmaes_trainer.rollout_spec(config, training=True).make_vector_env(64)
-    test_env = cmaes_trainer.rollout_spec(config).make_vector_env(64)
-    cos_train = train_env.reset(seed=list(range(64)))[0][:, 2]
-    cos_test = test_env.reset(seed=list(range(64)))[0][:, 2]
-    assert (cos_train >= 0).all() and (cos_test <= 0).all()  # Harder starts hang below
     run = zoo.train("cartpole_fnn", budget="smoke", overrides=overrides, root=tmp_path)
     assert run.config.body["train_env_kwargs"] == {"upright_share": 1.0}
     fitness = [float(r["fitness_best"]) for r in progress(run.path)]

@@ -15,7 +15,7 @@ from _metrics import metrics_match_own_table, same_metrics
 import zoo
 from attn_policies.es_policies import AttentionNeuronPolicy
 from zoo.config import ConfigError
-from zoo.trainers import cmaes_trainer
+from zoo.trainers import es_rollout
 from zoo.trainers.dagger_trainer import load_teacher
 
 
@@ -50,7 +50,7 @@ def test_smoke_bc_then_warm_cmaes_from_it(teacher: Path, tmp_path: Path) -> None
 
     overrides = {"init": str(bc.path)}
     (warm_config,) = zoo.load_runs("cartpole_pi_warm", budget="smoke", overrides=overrides)
-    x0 = cmaes_trainer.init_vector(warm_config)
+    x0 = es_rollout.init_vector(warm_config)
     best = state(bc.path / "best_model.pt")
     flat = torch.cat([best[k].reshape(-1) for k in student.state_dict()]).numpy()
     np.testing.assert_array_equal(x0, flat.astype(np.float64))  # CMA-ES starts at the student

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import shutil
 from pathlib import Path
 
@@ -17,13 +16,8 @@ from matplotlib import pyplot as plt
 import zoo
 from zoo import factory, robustness
 from zoo.config import ConfigError
-from zoo.robustness import (
-    _prepare,
-    check_sweep,
-    parse_sweep,
-    run_sweep,
-    train_ratio,
-)
+from zoo.robustness import check_sweep, run_sweep
+from zoo.robustness_conditions import parse_sweep, prepare_condition, train_ratio
 from zoo.robustness_tables import write_table
 
 
@@ -40,24 +34,6 @@ def fnn_run(tmp_path_factory: pytest.TempPathFactory) -> zoo.Run:
 
 def by_condition(rows: list[dict]) -> dict[str, dict]:
     return {r["condition"]: r for r in rows}
-
-
-def test_parse_sweep() -> None:
-    assert [c.value for c in parse_sweep("reshuffle=25,50,100").conditions] == [25, 50, 100]
-    assert [c.label for c in parse_sweep("channels").conditions][:2] == ["as is", "shuffled"]
-    assert [c.value for c in parse_sweep("occlusion=0,0.5").conditions] == [0.0, 0.5]
-    names = [c.value for c in parse_sweep("background").conditions]
-    assert names == [None, "ds", "kof", "mt_fuji", "ukiyoe"]  # every shipped picture
-    with pytest.raises(ConfigError, match="Did you mean 'reshuffle'"):
-        parse_sweep("reshufle=5")
-    with pytest.raises(ConfigError, match="needs values"):
-        parse_sweep("occlusion")
-    with pytest.raises(ConfigError, match=r"\[0, 1\)"):
-        parse_sweep("occlusion=1.5")
-    with pytest.raises(ConfigError, match="cannot read"):
-        parse_sweep("reshuffle=a")
-    with pytest.raises(ConfigError, match="every t must be a positive integer, got 0"):
-        parse_sweep("reshuffle=25,0")
 
 
 @pytest.mark.parametrize("n_episodes", [0, True, 2.5])
@@ -160,7 +136,9 @@ def test_occlusion_heat_map_from_two_runs(tmp_path: Path) -> None:
     ]
     assert all(r["n_episodes"] == 2 for r in rows)
     # The test ratio replaces the training one: tested at 0, nothing is occluded.
-    changed, extra, _ = _prepare(runs[1].config, parse_sweep("occlusion=0").conditions[0], True)
+    changed, extra, _ = prepare_condition(
+        runs[1].config, parse_sweep("occlusion=0").conditions[0], True
+    )
     assert not extra
     env = factory.make_env_fn(changed)()
     obs, _ = env.reset(seed=0)
@@ -187,33 +165,11 @@ def test_rows_are_named_by_run_folder(pi_run: zoo.Run, tmp_path: Path) -> None:
     assert robustness.run_labels(copies) == ["results/cartpole_pi/pi", "old/cartpole_pi/pi"]
 
 
-def test_grid_runs_shuffle_and_mask_whole_cells(
+def test_grid_runs_play_every_cell_and_the_notes_say_what_moved(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    # DoorKey's (3, 7, 7) view: a relational model's tokens are the 49 cells, so those move
-    # (or are masked), each with its object, colour and state, never the 3 channels.
+    # how the cells are moved or masked: test_robustness_conditions.py
     run = zoo.load(trained(tmp_path_factory, "doorkey_tiny_s0", "doorkey", **TINY_DOORKEY))
-    raw_env = factory.make_env_fn(run.config)()
-    raw, _ = raw_env.reset(seed=4)
-    raw_env.close()
-    cells = raw.transpose(1, 2, 0).reshape(49, 3)
-    shuffle, occlusion = (parse_sweep(s).conditions[-1] for s in ("shuffle", "occlusion=0.5"))
-    changed, extra, _ = _prepare(run.config, shuffle, True)
-    env = factory.make_env_fn(changed, extra_wrappers=extra)()
-    obs, info = env.reset(seed=4)
-    env.close()
-    assert obs.shape == (3, 7, 7) and info["permutation"].shape == (49,)
-    np.testing.assert_array_equal(obs.transpose(1, 2, 0).reshape(49, 3), cells[info["permutation"]])
-    changed, extra, _ = _prepare(run.config, occlusion, True)
-    env = factory.make_env_fn(changed, extra_wrappers=extra)()
-    obs, info = env.reset(seed=4)
-    env.close()
-    masked = np.setdiff1d(np.arange(49), info["kept"])
-    assert obs.shape == (3, 7, 7) and len(masked) == 25
-    tokens = obs.transpose(1, 2, 0).reshape(49, 3)
-    assert not tokens[masked].any()
-    np.testing.assert_array_equal(tokens[info["kept"]], cells[info["kept"]])
-    # ... and the agent plays every cell, the notes saying what moved
     rows = by_condition(run_sweep([run], "shuffle", n_episodes=1))
     rows.update(by_condition(run_sweep([run], "occlusion=0.5", n_episodes=1)))
     assert all(r["n_episodes"] == 1 for r in rows.values())
@@ -312,15 +268,3 @@ def test_perturbations_the_env_cannot_take_are_refused(tmp_path: Path) -> None:
         check_sweep(tmp_path, "channels")
     with pytest.raises(ConfigError, match="at least one run"):
         check_sweep([], "shuffle")
-
-
-def test_train_ratio_of_every_kind_of_run(pi_run: zoo.Run) -> None:
-    def with_body(**body: object) -> zoo.RunConfig:
-        return dataclasses.replace(pi_run.config, body={**pi_run.config.body, **body})
-
-    assert train_ratio(pi_run.config) == 0.0
-    assert train_ratio(with_body(env_kwargs={"occlusion": 0.3})) == 0.3  # screen presets
-    wrapped = with_body(env_wrapper=["StepPenalty", {"OcclusionObservation": {"ratio": 0.2}}])
-    assert train_ratio(wrapped) == 0.2
-    assert train_ratio(with_body(algo="bc", occlusion=0.5)) == 0.5  # BC's per-batch drop
-    assert train_ratio(with_body(algo="bc", occlusion=[0.2, 0.4])) == pytest.approx(0.3)

@@ -300,14 +300,6 @@ def test_a_running_run_keeps_its_wall_time_on_disk(
     assert json.loads((run_dir / "status.json").read_text())["wall_seconds"] >= 0.5
 
 
-def test_default_first_checkpoint_comes_early() -> None:
-    from zoo.trainers.sb3_trainer import default_save_freq
-
-    assert default_save_freq(50_000) == 1_000  # 2% (was 10%)
-    assert default_save_freq(10_000_000) == 10_000
-    assert default_save_freq(10) == 1
-
-
 def test_run_folders_are_created_atomically_and_exclusively(tmp_path: Path) -> None:
     from zoo.config import load_runs
     from zoo.runs import new_run_dir

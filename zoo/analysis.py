@@ -58,7 +58,7 @@ def input_regression(
     Returns:
         ``{"inputs": {name: R²}, "n_samples": int, "n_episodes": int, "shuffle": bool}``.
     """
-    from zoo.trainers.cmaes_trainer import rollout_spec
+    from zoo.trainers.es_rollout import rollout_spec
 
     handle = run if isinstance(run, Run) else load(run)
     policy = get_trainer(handle.config.algo).load(handle.path, handle.config, which)

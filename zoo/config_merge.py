@@ -37,7 +37,7 @@ in this order (:func:`zoo.config.load_runs` runs the steps, then validates every
 
 A **curriculum** (``algo`` of SB3 only: ``curriculum: [{n_timesteps: ..., env_kwargs: ...}]``)
 is not expanded here: each stage is deep-merged over the resolved run when that stage starts
-(:func:`zoo.trainers.sb3_trainer.stages`), by the same :func:`deep_merge` rule.
+(:func:`zoo.trainers.sb3_config.stages`), by the same :func:`deep_merge` rule.
 
 Example (a family shaped like ``zoo/configs/atariari.yml``):
 

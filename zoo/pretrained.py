@@ -384,7 +384,7 @@ def import_checkpoint(
             is written then.
     """
     from zoo.runs import Run
-    from zoo.trainers.cmaes_trainer import policy_factory
+    from zoo.trainers.es_rollout import policy_factory
 
     ckpt = read_checkpoint(path)
     experiment, body, convert = _recipe(ckpt)

@@ -196,7 +196,7 @@ def as_agent(model: Any, run: Any) -> Any:
     if hasattr(model, "predict") or not isinstance(model, nn.Module):
         return model
     from zoo.registry import resolve_function
-    from zoo.trainers.cmaes_trainer import run_spaces
+    from zoo.trainers.es_rollout import run_spaces
 
     action_fn = run.body.get("action_fn")
     return PolicyAgent(

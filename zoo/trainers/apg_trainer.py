@@ -57,7 +57,7 @@ from zoo import factory
 from zoo import progress as zoo_progress
 from zoo.config_checks import ConfigError, RunConfig, check_type, nearest
 from zoo.metrics import APG_METRICS, MetricsLogger, renamed
-from zoo.trainers import base, cmaes_trainer
+from zoo.trainers import base, es_rollout
 from zoo.trainers.base import ProgressTable, read_json, save_state_dict
 from zoo.trainers.cmaes_trainer import CMAESZooTrainer
 from zoo.trainers.contract import KeyTypes, RunHandle, register
@@ -168,7 +168,7 @@ def initial_policy(run: RunConfig) -> nn.Module:
     """Fresh weights drawn with the run's seed, or those ``init`` names."""
     with torch.random.fork_rng():
         torch.manual_seed(run.seed)
-        policy = cmaes_trainer.policy_factory(run)()
+        policy = es_rollout.policy_factory(run)()
     if run.body.get("init"):
         base.load_init(policy, run.body["init"], run.name, "policy")
     return policy
@@ -197,8 +197,8 @@ class APGZooTrainer(CMAESZooTrainer):
                 raise ConfigError(f"{run.name}: missing required key {key!r}")
         hold_task(run)
         apg_config(run)
-        cmaes_trainer.policy_builder(run)
-        cmaes_trainer.check_policy_memory(run)  # before initial_policy builds it for real
+        es_rollout.policy_builder(run)
+        es_rollout.check_policy_memory(run)  # before initial_policy builds it for real
         if not run.body.get("init") or Path(run.body["init"]).exists():
             initial_policy(run)
 
@@ -244,7 +244,7 @@ class APGZooTrainer(CMAESZooTrainer):
         done = trainer.updates if resume else None
         progress = ProgressTable(path / "progress.csv", PROGRESS_FIELDS, "update", done)
         metrics = MetricsLogger(path, trainer.env_steps if resume else None)
-        tester = BatchedEvaluator(cmaes_trainer.rollout_spec(run)) if run.eval.freq else None
+        tester = BatchedEvaluator(es_rollout.rollout_spec(run)) if run.eval.freq else None
         bar = base.progress_bar(progress_bar, n_updates, trainer.updates, "update")
         zoo_progress.announce(path, resume=resume)
         lines = zoo_progress.lines(run.experiment, n_updates, "updates", trainer.updates)

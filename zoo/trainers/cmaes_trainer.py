@@ -35,12 +35,15 @@ dict), ``best_model.pt`` (the favourite with the best test return), ``metrics.cs
 :mod:`zoo.metrics`), ``progress.csv`` and TensorBoard events in ``logs/`` (best/mean/worst
 fitness, sigma, timings, tests), ``evaluations.json``, ``checkpoints/`` and ``eval.json``.
 ``--resume`` continues bit for bit from the last finished generation.
+
+The policy and its episodes are built from the config by :mod:`zoo.trainers.es_rollout`
+(shared with APG and DAgger); this module adds the search (CMA-ES or PGPE settings, the
+evaluator, the population's memory bound) and the training loop.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -53,7 +56,7 @@ from torch import nn
 
 from attn_policies.algorithms.cmaes import CMAESConfig, CMAESTrainer
 from attn_policies.algorithms.cmaes_state import StateFormatError
-from attn_policies.algorithms.es_eval import BatchedEvaluator, PolicyFactory, RolloutSpec
+from attn_policies.algorithms.es_eval import BatchedEvaluator
 from attn_policies.algorithms.es_workers import EVALUATORS, make_evaluator
 from attn_policies.algorithms.pgpe import PGPEConfig
 from attn_policies.atomic import atomic_write
@@ -62,7 +65,7 @@ from zoo import progress as zoo_progress
 from zoo.config_checks import ConfigError, RunConfig, check_memory, check_type, nearest
 from zoo.evaluation import episode_lists, episode_stats, eval_json, summary
 from zoo.metrics import CMAES_METRICS, MetricsLogger, renamed
-from zoo.registry import resolve_function, resolve_module_builder
+from zoo.registry import resolve_function
 from zoo.trainers import base, state_dict_file
 from zoo.trainers.base import (
     ProgressTable,
@@ -72,15 +75,15 @@ from zoo.trainers.base import (
     tensorboard,
 )
 from zoo.trainers.contract import KeyTypes, RunHandle, register
+from zoo.trainers.es_rollout import (
+    apply_policy_kwargs,
+    count_parameters,
+    init_vector,
+    policy_builder,
+    policy_factory,
+    rollout_spec,
+)
 
-ES_POLICIES: dict[str, str] = {
-    "attention_neuron": "attn_policies.es_policies:AttentionNeuronPolicy",
-    "attention_neuron_cartpole": "attn_policies.es_policies:AttentionNeuronPolicy.cartpole",
-    "attention_neuron_ant": "attn_policies.es_policies:AttentionNeuronPolicy.ant",
-    "fnn": "attn_policies.es_policies:FNNPolicy",
-    "attention_agent": "attn_policies.patch_agents:AttentionAgent",
-    "attention_neuron_voting": "attn_policies.patch_agents:AttentionNeuronVotingAgent",
-}
 KEYS: dict[str, tuple[type, ...] | None] = {
     "env": (str,),
     "env_kwargs": (dict,),
@@ -118,138 +121,6 @@ PROGRESS_FIELDS = [
 ]
 
 
-class WrappedVectorEnv:
-    """Picklable ``n -> SyncVectorEnv`` of ``gym.make(env_id) + wrappers`` (for workers)."""
-
-    def __init__(
-        self,
-        env_id: str,
-        env_kwargs: dict[str, Any],
-        wrappers: list[tuple[str, dict[str, Any]]],
-        extra: Sequence[Callable[[gym.Env], gym.Env]] = (),
-    ) -> None:
-        self.env_id, self.env_kwargs, self.wrappers, self.extra = (
-            env_id,
-            env_kwargs,
-            wrappers,
-            extra,
-        )
-
-    def _one(self) -> gym.Env:
-        if self.env_id.startswith("ALE/"):
-            import ale_py
-
-            gym.register_envs(ale_py)
-        from attn_envs.registration import make_args  # "attn_envs:" ids: spawned workers too
-
-        make_id, make_kwargs = make_args(self.env_id, self.env_kwargs)
-        env = gym.make(make_id, **make_kwargs)
-        for cls, kwargs in factory.resolve_wrappers(self.wrappers):
-            env = cls(env, **kwargs)
-        for wrap in self.extra:
-            env = wrap(env)
-        return env
-
-    def __call__(self, n: int) -> gym.vector.VectorEnv:
-        return gym.vector.SyncVectorEnv([self._one for _ in range(n)])
-
-
-def _policy_target(run: RunConfig) -> str:
-    name = run.body.get("policy", "")
-    if name in ES_POLICIES:
-        return ES_POLICIES[name]
-    if "." in name or ":" in name:
-        return name
-    raise ConfigError(
-        f"{run.name}: unknown ES policy {name!r}.{nearest(name, ES_POLICIES)} Known: "
-        f"{', '.join(ES_POLICIES)}, or an import path"
-    )
-
-
-def run_spaces(run: RunConfig) -> tuple[gym.Space, gym.Space]:
-    """Observation and action spaces of the run's env with its wrappers."""
-    env = WrappedVectorEnv(
-        run.body["env"],
-        dict(run.body.get("env_kwargs") or {}),
-        factory.wrapper_specs(run.body.get("env_wrapper")),
-    )._one()
-    try:
-        return env.observation_space, env.action_space
-    finally:
-        env.close()
-
-
-def policy_builder(run: RunConfig) -> Any:
-    """The policy class or classmethod preset; anything but a torch module is refused
-    before it is called (``policy: os:system`` never runs)."""
-    try:
-        return resolve_module_builder(_policy_target(run), "policy", ES_POLICIES.values())
-    except ValueError as err:
-        raise ConfigError(f"{run.name}: 'policy': {err}") from None
-
-
-def policy_factory(run: RunConfig) -> PolicyFactory:
-    """The run's policy recipe; ``obs_dim``/``action_dim`` come from the env when accepted."""
-    target = _policy_target(run)
-    builder = policy_builder(run)
-    kwargs = dict(run.body.get("policy_kwargs") or {})
-    params = inspect.signature(builder).parameters
-    if {"obs_dim", "action_dim"} & set(params) - set(kwargs):
-        obs_space, action_space = run_spaces(run)
-        if "obs_dim" in params and "obs_dim" not in kwargs:
-            kwargs["obs_dim"] = int(np.prod(obs_space.shape))
-        if "action_dim" in params and "action_dim" not in kwargs:
-            n = action_space.n if isinstance(action_space, gym.spaces.Discrete) else None
-            kwargs["action_dim"] = int(n or np.prod(action_space.shape))
-    return PolicyFactory(target, kwargs)
-
-
-def rollout_spec(
-    run: RunConfig,
-    extra_wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
-    training: bool = False,
-) -> RolloutSpec:
-    """How the run's episodes are played: policy, (vector) env, action map, step cap.
-
-    ``training`` adds ``train_env_wrapper`` (e.g. E6's early end of hopeless episodes) and
-    ``train_env_kwargs`` (over ``env_kwargs``).
-    """
-    env_id = run.body["env"]
-    wrappers = factory.wrapper_specs(run.body.get("env_wrapper"))
-    if training:
-        wrappers += factory.wrapper_specs(run.body.get("train_env_wrapper"), "train_env_wrapper")
-    env_kwargs = dict(run.body.get("env_kwargs") or {})
-    if training:
-        env_kwargs |= run.body.get("train_env_kwargs") or {}
-    action_fn = run.body.get("action_fn")
-    common: dict[str, Any] = {
-        "policy_fn": policy_factory(run),
-        "max_steps": run.body.get("max_episode_steps"),
-        "action_fn": resolve_function(action_fn, "action_fn") if action_fn else None,
-        "torch_threads": 1,
-    }
-    if not wrappers and not extra_wrappers and factory.env_spec(env_id).vector_entry_point:
-        return RolloutSpec(env_id=f"attn_envs:{env_id}", env_kwargs=env_kwargs, **common)
-    return RolloutSpec(
-        vector_env_fn=WrappedVectorEnv(env_id, env_kwargs, wrappers, tuple(extra_wrappers)),
-        **common,
-    )
-
-
-def count_parameters(run: RunConfig) -> int | None:
-    """The run's policy size, built on torch's ``meta`` device (shapes only, no memory: a
-    ``hidden_dim`` of 10**9 costs nothing here); ``None`` for a policy that cannot be built
-    there (it is then built for real, and checked, by the steps that follow)."""
-    try:
-        with torch.device("meta"):
-            policy = policy_factory(run)()
-    except ConfigError:
-        raise
-    except Exception:
-        return None
-    return sum(p.numel() for p in policy.parameters())
-
-
 def check_search_memory(run: RunConfig) -> None:
     """Refuse a population or policy too large for memory before anything is allocated
     (:func:`zoo.config.check_memory`): each generation holds ``population`` float64
@@ -266,25 +137,6 @@ def check_search_memory(run: RunConfig) -> None:
         need += 3 * n * n * 8
         what += f" with a {n:,} x {n:,} covariance"
     check_memory(run.name, need, what, "lower population or the policy's size")
-
-
-def check_policy_memory(run: RunConfig, copies: int = 4) -> None:
-    """Refuse a policy too large for memory before it is built (gradient trainers, APG and
-    DAgger): ``copies`` float32 copies of its parameters (weights, gradients, Adam's two
-    moments)."""
-    n = count_parameters(run)
-    if n is not None:
-        what = f"a policy of {n:,} parameters"
-        check_memory(run.name, n * 4 * copies, what, "lower the policy's size")
-
-
-def init_vector(run: RunConfig) -> np.ndarray | None:
-    """The flat parameters ``init`` names (a run folder's best model, or a state dict file of
-    the run's policy), read as tensors only; ``None`` without ``init``."""
-    if not run.body.get("init"):
-        return None
-    policy = base.load_init(policy_factory(run)(), run.body["init"], run.name, "policy")
-    return policy.get_flat_parameters().detach().numpy().astype(np.float64)
 
 
 ES_METHODS = ("cmaes", "pgpe")
@@ -347,16 +199,6 @@ def make_run_evaluator(run: RunConfig) -> Any:
 
         kwargs["address"] = cluster_address(None)
     return make_evaluator(kind, rollout_spec(run, training=True), **kwargs)
-
-
-def apply_policy_kwargs(policy: nn.Module, settings: dict[str, Any] | None) -> None:
-    """Set test-time attributes (e.g. ``output_scale``) on every submodule that has them."""
-    for key, value in (settings or {}).items():
-        owners = [m for m in policy.modules() if key in vars(m)]
-        if not owners:
-            raise ValueError(f"{type(policy).__name__} has no test-time setting {key!r}")
-        for module in owners:
-            setattr(module, key, value)
 
 
 def _test_seeds(seed: int, n: int) -> list[int]:

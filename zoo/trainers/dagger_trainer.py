@@ -67,7 +67,7 @@ from attn_policies.algorithms.es_eval import BatchedEvaluator
 from zoo import progress as zoo_progress
 from zoo.config_checks import ConfigError, RunConfig, check_type
 from zoo.metrics import DAGGER_METRICS, MetricsLogger, renamed
-from zoo.trainers import base, cmaes_trainer
+from zoo.trainers import base, es_rollout
 from zoo.trainers.base import ProgressTable, read_json, save_state_dict
 from zoo.trainers.cmaes_trainer import CMAESZooTrainer
 from zoo.trainers.contract import KeyTypes, RunHandle, register
@@ -213,8 +213,8 @@ class DAggerZooTrainer(CMAESZooTrainer):
         for key in ("teacher", "env", "policy", "n_rounds"):
             if key not in run.body:
                 raise ConfigError(f"{run.name}: missing required key {key!r}")
-        cmaes_trainer.policy_builder(run)
-        cmaes_trainer.check_policy_memory(run)  # before anything builds the student
+        es_rollout.policy_builder(run)
+        es_rollout.check_policy_memory(run)  # before anything builds the student
         dagger_config(run)
         # A misfit teacher fails here; a missing one (the git-ignored imported ant_mlp) in
         # probe, still before anything is written, as algo: cmaes treats `init`.
@@ -224,7 +224,7 @@ class DAggerZooTrainer(CMAESZooTrainer):
     def probe(self, run: RunConfig) -> None:
         """The student fits the env (one step), and so does the teacher."""
         super().probe(run)
-        teacher, spec = load_teacher(run), cmaes_trainer.rollout_spec(run)
+        teacher, spec = load_teacher(run), es_rollout.rollout_spec(run)
         env = spec.make_vector_env(1)
         try:
             obs, _ = env.reset(seed=0)
@@ -248,10 +248,10 @@ class DAggerZooTrainer(CMAESZooTrainer):
         path = Path(handle.path)
         ckpt = path / "checkpoints"
         n_rounds = int(run.body["n_rounds"])
-        spec = cmaes_trainer.rollout_spec(run)
+        spec = es_rollout.rollout_spec(run)
         with torch.random.fork_rng():  # the student's initial weights follow the run's seed
             torch.manual_seed(run.seed)
-            student = cmaes_trainer.policy_factory(run)()
+            student = es_rollout.policy_factory(run)()
         dagger = DAgger(student, load_teacher(run), spec.make_vector_env, dagger_config(run))
         evaluations: list[dict[str, Any]] = []
         if resume and (ckpt / "trainer.json").exists():  # killed before round 1: start over

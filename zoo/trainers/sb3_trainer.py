@@ -1,24 +1,25 @@
-"""Training SB3 algorithms (PPO, A2C, DQN, Double DQN, ...) into a run folder."""
+"""Training SB3 algorithms (PPO, A2C, DQN, Double DQN, ...) into a run folder.
+
+The run's keys, curriculum stages and memory bound are :mod:`zoo.trainers.sb3_config`'s, its
+checkpoints :mod:`zoo.trainers.sb3_checkpoint`'s, its files' format
+:mod:`zoo.trainers.sb3_state`'s; this module wires them to SB3's ``learn``, loading and
+evaluation.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize
 
-from attn_policies.atomic import make_folder
 from zoo import factory, progress
-from zoo.config_checks import ConfigError, RunConfig, check_memory, nearest
-from zoo.config_merge import deep_merge
+from zoo.config_checks import ConfigError, RunConfig
 from zoo.evaluation import (
     KeepBestCallback,
     episode_lists,
@@ -31,245 +32,21 @@ from zoo.evaluation import (
 from zoo.metrics import MetricsLogger
 from zoo.trainers import SB3_ALGOS
 from zoo.trainers.contract import KeyTypes, RunHandle, register
+from zoo.trainers.sb3_checkpoint import CheckpointCallback, checkpoint_files, default_save_freq
+from zoo.trainers.sb3_config import RL_KEYS, check_curriculum, check_memory_of, stages
 from zoo.trainers.sb3_state import (
     ArtefactError,
     check_replay_buffer,
     load_model,
     load_replay_buffer,
     load_vecnormalize,
-    logger_state,
     read_counters,
     read_logger_state,
     refuse_pickle,
     restore_logger,
     save_model,
-    save_replay_buffer,
     save_vecnormalize,
 )
-
-RL_KEYS: dict[str, tuple[type, ...] | None] = {
-    "env": (str,),
-    "env_kwargs": (dict,),
-    "env_wrapper": (list, str, dict),
-    "n_envs": (int,),
-    "vec_env": (str,),
-    "frame_stack": (int,),
-    "normalize": (bool, dict),
-    "policy": (str,),
-    "policy_kwargs": (dict,),
-    "torch_threads": (int,),
-    "curriculum": (list,),
-    "init": (str,),
-}
-
-
-CURRICULUM_KEYS = ("env", "env_kwargs", "env_wrapper", "n_timesteps")
-
-
-def default_save_freq(n_timesteps: int) -> int:
-    """Checkpoint period without ``save_freq``: 2% of the run, at most 10,000 steps, so a
-    kill early on loses little (the first checkpoint used to come at 10%)."""
-    return max(min(n_timesteps // 50, 10_000), 1)
-
-
-def stages(run: RunConfig) -> list[tuple[RunConfig, int]]:
-    """``(stage config, cumulative step count at its end)`` for each curriculum stage.
-
-    A config without ``curriculum`` is one stage of ``n_timesteps``. With it, each stage
-    overrides the env keys (:data:`CURRICULUM_KEYS`) and trains its own ``n_timesteps``,
-    starting from the previous stage's model (same observation and action spaces).
-    """
-    plan = run.body.get("curriculum")
-    if not plan:
-        return [(run, int(run.body["n_timesteps"]))]
-    base = {k: v for k, v in run.body.items() if k != "curriculum"}
-    out, end = [], 0
-    for stage in plan:
-        end += int(stage["n_timesteps"])
-        out.append((dataclasses.replace(run, body=deep_merge(base, stage)), end))
-    return out
-
-
-def check_curriculum(run: RunConfig) -> None:
-    plan = run.body.get("curriculum")
-    if plan is None:
-        return
-    if not isinstance(plan, list) or not plan or not all(isinstance(s, dict) for s in plan):
-        raise ConfigError(f"{run.name}: 'curriculum' must be a non-empty list of stage mappings")
-    for i, stage in enumerate(plan):
-        for key in stage:
-            if key not in CURRICULUM_KEYS:
-                raise ConfigError(
-                    f"{run.name}: curriculum[{i}] may set {', '.join(CURRICULUM_KEYS)}, not "
-                    f"{key!r}.{nearest(key, CURRICULUM_KEYS)}"
-                )
-        if not isinstance(stage.get("n_timesteps"), int) or isinstance(stage["n_timesteps"], bool):
-            raise ConfigError(f"{run.name}: curriculum[{i}] needs an integer 'n_timesteps'")
-    total = sum(stage["n_timesteps"] for stage in plan)
-    if run.body.get("n_timesteps") != total:
-        raise ConfigError(
-            f"{run.name}: n_timesteps ({run.body.get('n_timesteps')}) must equal the sum of "
-            f"the curriculum stages' n_timesteps ({total})"
-        )
-
-
-def _net_widths(net_arch: Any) -> int:
-    """The summed layer widths of an SB3 ``net_arch`` (64 + 64, SB3's default, when unset)."""
-    if net_arch is None:
-        return 128
-    if isinstance(net_arch, dict):
-        return sum(_net_widths(v) for v in net_arch.values())
-    if isinstance(net_arch, (list, tuple)):
-        return sum(_net_widths(v) if not isinstance(v, int) else v for v in net_arch)
-    return 0
-
-
-def check_memory_of(run: RunConfig, obs_space: gym.Space, action_space: gym.Space) -> None:
-    """Refuse buffers and batches that cannot fit in memory, before the run folder exists
-    (:func:`zoo.config.check_memory`, the one bound).
-
-    Per transition, SB3's layout: observations and next observations (one copy with
-    ``optimize_memory_usage``), actions, rewards, dones and timeouts. A replay buffer holds
-    ``buffer_size`` of them, a rollout buffer ``n_steps x n_envs``; each gradient step
-    gathers ``batch_size`` of them (at most the rollout for on-policy algorithms) and runs
-    the network on them: float32 activations of every layer, kept for the backward pass.
-    """
-
-    def count(key: str) -> int:
-        value = run.body.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    parts = obs_space.spaces.values() if isinstance(obs_space, gym.spaces.Dict) else [obs_space]
-    obs = sum(int(np.prod(s.shape)) * s.dtype.itemsize for s in parts)
-    obs_values = sum(int(np.prod(s.shape)) for s in parts)
-    copies = 1 if run.body.get("optimize_memory_usage") else 2
-    per = copies * obs + max(int(np.prod(action_space.shape or (1,))), 1) * 8 + 3 * 4
-    replay, rollout = count("buffer_size"), count("n_steps") * max(count("n_envs"), 1)
-    batch = min(count("batch_size"), rollout) if rollout else count("batch_size")
-    net_arch = (run.body.get("policy_kwargs") or {}).get("net_arch")
-    activations = batch * (obs_values + _net_widths(net_arch)) * 4 * 3  # forward, grads
-    for need, what, fix in (
-        (replay * per, f"a replay buffer of {replay:,} transitions", "lower buffer_size"),
-        (rollout * per, f"a rollout buffer of {rollout:,} steps", "lower n_steps or n_envs"),
-        (
-            (replay + rollout + batch) * per + activations,
-            f"a batch of {batch:,} transitions with its buffer",
-            "lower batch_size",
-        ),
-    ):
-        check_memory(run.name, need, what, fix)
-
-
-class CheckpointCallback(BaseCallback):
-    """Save ``checkpoints/last*`` every ``save_freq`` steps, at a point a resume can continue.
-
-    Off-policy algorithms are saved on the step (the replay buffer holds everything). On-policy
-    algorithms are saved at the next rollout start, after the update, so the checkpoint never
-    holds a half-collected rollout; an interrupt likewise records the step count at the start
-    of the current rollout, so a resumed run collects it again and ends where an
-    uninterrupted run would.
-
-    Each checkpoint carries the logger's values not yet dumped at its step (for on-policy
-    algorithms, those of the rollout start): the resumed run dumps them where the
-    interrupted one would have (a periodic evaluation's row), so none is lost. The callback
-    goes after the evaluation callback, so a checkpoint on an evaluation step follows the
-    evaluation (and its dump), as a resume from it assumes.
-    """
-
-    def __init__(self, run_dir: Path, save_freq: int) -> None:
-        super().__init__()
-        self.dir = run_dir / "checkpoints"
-        self.save_freq = save_freq
-        self.rollout_start = 0
-        self.rollout_log: dict[str, Any] | None = None
-        self._last_bucket = 0
-        self._pending = False
-
-    def _init_callback(self) -> None:
-        # At learn's start, before any callback's training start (an evaluation cut by the
-        # interrupt runs again there): an interrupt from here on saves this step.
-        self.rollout_start = int(self.model.num_timesteps)
-        self.rollout_log = logger_state(self.logger)
-
-    def _on_training_start(self) -> None:
-        self.rollout_start = self.num_timesteps
-        self.rollout_log = logger_state(self.logger)
-        if self.save_freq:
-            self._last_bucket = self.num_timesteps // self.save_freq
-
-    def _on_rollout_start(self) -> None:
-        self.rollout_start = self.num_timesteps
-        self.rollout_log = logger_state(self.logger)
-        if self._pending:
-            self._pending = False
-            save_checkpoint(self.model, self.dir, self.rollout_log)
-
-    def _on_step(self) -> bool:
-        if self.save_freq and self.num_timesteps // self.save_freq > self._last_bucket:
-            self._last_bucket = self.num_timesteps // self.save_freq
-            if isinstance(self.model, OffPolicyAlgorithm):
-                save_checkpoint(self.model, self.dir)
-            else:
-                self._pending = True
-        return True
-
-    def save_now(self) -> None:
-        """A checkpoint at the current step (a stage's end); an interrupt before the next
-        rollout comes back to it."""
-        self.rollout_start = int(self.model.num_timesteps)
-        self.rollout_log = logger_state(self.logger)
-        save_checkpoint(self.model, self.dir, self.rollout_log)
-
-    def save_interrupted(self) -> bool:
-        """The checkpoint of an interrupt: on-policy algorithms go back to the rollout start
-        (the partial rollout is collected again), with the logger as it was then. Before
-        training started (e.g. while a resume loads its checkpoint) nothing is saved: the
-        checkpoint on disk stays. Returns whether one was saved."""
-        if getattr(self, "model", None) is None:  # set when training starts
-            return False
-        if isinstance(self.model, OffPolicyAlgorithm):
-            save_checkpoint(self.model, self.dir)
-        else:
-            self.model.num_timesteps = self.rollout_start
-            save_checkpoint(self.model, self.dir, self.rollout_log)
-        return True
-
-
-def checkpoint_files(directory: Path, step: int) -> tuple[Path, Path]:
-    """The replay buffer and statistics files that belong to ``last.zip`` at ``step``."""
-    return (
-        directory / f"last_replay_buffer-{step}.npz",
-        directory / f"last_vecnormalize-{step}.npz",
-    )
-
-
-def save_checkpoint(
-    model: BaseAlgorithm, directory: Path, logged: dict[str, Any] | None = None
-) -> None:
-    """``last.zip`` with its replay buffer and normalisation statistics, as one unit.
-
-    ``last.zip`` holds the logger's values not yet dumped (``logged``, default the model
-    logger's now; see :func:`~zoo.trainers.sb3_state.logger_state`).
-
-    The buffer and statistics are written (atomically) under names carrying the step, then
-    ``last.zip`` (atomically, last) commits them; older ones are removed only after. A kill
-    or full disk at any moment leaves the previous consistent checkpoint.
-    """
-    make_folder(directory)  # a symlinked checkpoints/ is replaced, never written through
-    step = int(model.num_timesteps)
-    buffer_file, stats_file = checkpoint_files(directory, step)
-    if isinstance(model, OffPolicyAlgorithm) and model.replay_buffer is not None:
-        save_replay_buffer(model.replay_buffer, buffer_file)
-    env = model.get_vec_normalize_env()
-    if env is not None:
-        save_vecnormalize(env, stats_file)
-    if logged is None and getattr(model, "_logger", None) is not None:  # set by learn
-        logged = logger_state(model.logger)
-    save_model(model, directory / "last.zip", logged)
-    for pattern in ("last_replay_buffer-*.npz", "last_vecnormalize-*.npz"):
-        for old in directory.glob(pattern):
-            if old not in (buffer_file, stats_file):
-                old.unlink(missing_ok=True)
 
 
 def build_model(run: RunConfig, env: Any, file: Path | None = None, probe: bool = False) -> Any:
