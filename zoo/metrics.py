@@ -382,9 +382,9 @@ def legacy_metrics(run_dir: str | Path) -> Table:
     progress = read_progress(path)
     if "time/total_timesteps" in progress:
         n = len(progress["time/total_timesteps"])
-        wall = progress.get("time/time_elapsed", np.full(n, np.nan))
+        walls = progress.get("time/time_elapsed", np.full(n, np.nan))
         kept = {k: v for k, v in progress.items() if not k.startswith("eval/")}
-        rows += _columns_rows(progress["time/total_timesteps"], wall, kept)
+        rows += _columns_rows(progress["time/total_timesteps"], walls, kept)
     history_file = path / "evaluations.json"
     history = json.loads(history_file.read_text()) if history_file.is_file() else []
     for record in (h for h in history if isinstance(h, dict) and "step" in h):
@@ -405,9 +405,12 @@ def legacy_metrics(run_dir: str | Path) -> Table:
         for key, step_column, times, names in _OLD_PROGRESS:
             if key in table and step_column in table:
                 n = len(table[key])
-                wall = np.cumsum(sum((table[t] for t in times), np.zeros(n))) if times else None
-                wall = wall if wall is not None else np.full(n, np.nan)
+                walls = (
+                    np.cumsum(sum((table[t] for t in times), np.zeros(n)))
+                    if times
+                    else np.full(n, np.nan)
+                )
                 columns = {names[c]: table[c] for c in names if c in table}
-                rows += _columns_rows(table[step_column], wall, columns)
+                rows += _columns_rows(table[step_column], walls, columns)
                 break
     return _table(rows)
