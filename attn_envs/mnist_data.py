@@ -22,7 +22,7 @@ import shutil
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import BinaryIO, Literal
 
 import cv2
 import numpy as np
@@ -88,7 +88,7 @@ _IDX_CODES: dict[str, int] = {
 # ---------------------------------------------------------------------------------------------
 
 
-def _open(path: Path, mode: str) -> Any:
+def _open(path: Path, mode: Literal["rb", "wb"]) -> gzip.GzipFile | BinaryIO:
     return gzip.open(path, mode) if path.suffix == ".gz" else open(path, mode)
 
 

@@ -51,11 +51,15 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attn_policies.atomic import atomic_path, open_append
+
+if TYPE_CHECKING:  # SB3 is imported when these are built, not with this module
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import KVWriter
 
 FILE = "metrics.csv"
 COLUMNS = ("step", "wall_time", "metric", "value")
@@ -133,7 +137,7 @@ class MetricsLogger:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def sb3_writer(self) -> Any:
+    def sb3_writer(self) -> KVWriter:
         """An SB3 ``KVWriter`` that logs each ``logger.dump(step)`` here (keys excluded
         from ``csv`` are left out). Add it to an SB3 ``Logger``'s ``output_formats``."""
         from stable_baselines3.common.logger import KVWriter
@@ -155,7 +159,7 @@ class MetricsLogger:
 
         return MetricsWriter()
 
-    def episode_callback(self) -> Any:
+    def episode_callback(self) -> BaseCallback:
         """An SB3 callback logging ``episode_return`` and ``episode_length`` of each
         finished training episode (from the ``Monitor`` info) at the current step."""
         from stable_baselines3.common.callbacks import BaseCallback

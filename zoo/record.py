@@ -232,7 +232,7 @@ def model_attention(
     return attention_maps(attention_model(model), obs)
 
 
-def attention_model(model: Any) -> Any:
+def attention_model(model: Any) -> nn.Module | BaseAlgorithm:
     """What the figures of :mod:`attn_policies.attention_rollouts` take for ``model``: an SB3
     model itself (its policy preprocesses the observations), otherwise
     :func:`policy_module`."""
