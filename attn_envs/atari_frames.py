@@ -15,12 +15,12 @@ spans the playing field of Pong (score above it, bottom wall at ~194) and Breako
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-import ale_py
 import cv2
 import gymnasium as gym
 import numpy as np
+from ale_py.env import AtariEnv
 from gymnasium import spaces
 from stable_baselines3.common.atari_wrappers import (
     ClipRewardEnv,
@@ -107,14 +107,23 @@ class DownsampleCropObservation(
         return crop[..., None]
 
 
-def _require_noop_ale(env: gym.Env, wrapper: str) -> None:
-    """TypeError unless ``env`` is an ALE env, ValueError unless its action 0 is NOOP."""
+def _require_noop_ale(env: gym.Env, wrapper: str) -> AtariEnv:
+    """The ALE env under ``env``: TypeError unless there is one, ValueError unless its action
+    0 is NOOP."""
     base = env.unwrapped
-    if not isinstance(getattr(base, "ale", None), ale_py.ALEInterface):
+    if not isinstance(base, AtariEnv):
         raise TypeError(f"{wrapper} needs an ALE env, got {type(base).__name__}")
     first = base.get_action_meanings()[0]
     if first != "NOOP":
         raise ValueError(f"{wrapper} needs action 0 to be NOOP, got {first!r}")
+    return base
+
+
+@runtime_checkable
+class _NamesActions(Protocol):
+    """What ``AtariCropWrapper`` asks of the env under its wrappers (ALE-like)."""
+
+    def get_action_meanings(self) -> list[str]: ...
 
 
 class FixedNoopReset(gym.Wrapper[Any, int, Any, int], gym.utils.RecordConstructorArgs):
@@ -193,7 +202,7 @@ class NoopFrameReset(
     def __init__(self, env: gym.Env, noop_max: int = 3) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, noop_max=noop_max)
         self.noop_max = require_integral(noop_max, "noop_max", minimum=0)
-        _require_noop_ale(env, "NoopFrameReset")
+        self._ale_env = _require_noop_ale(env, "NoopFrameReset")
         super().__init__(env)
 
     def reset(
@@ -203,14 +212,14 @@ class NoopFrameReset(
         self._reseed(seed)
         frames = int(self.rng.integers(self.noop_max + 1))
         if frames:
-            base = self.env.unwrapped
+            base = self._ale_env  # self.env.unwrapped
             noop = base._action_set[0]
             for _ in range(frames):
                 base.ale.act(noop)
             if base.ale.game_over():
                 return self.env.reset(seed=seed, options=options)
             # the reset's obs and info predate these frames: the emulator's own, as step makes
-            obs, info = base._get_obs(), base._get_info()
+            obs, info = base._get_obs(), dict(base._get_info())
         return obs, info
 
 
@@ -254,10 +263,9 @@ class AtariCropWrapper(
             action_repeat_probability=action_repeat_probability,
             crop_top=crop_top,
         )
-        if not hasattr(env.unwrapped, "get_action_meanings"):
-            raise TypeError(
-                f"AtariCropWrapper needs an ALE env, got {type(env.unwrapped).__name__}"
-            )
+        base = env.unwrapped
+        if not isinstance(base, _NamesActions):
+            raise TypeError(f"AtariCropWrapper needs an ALE env, got {type(base).__name__}")
         if action_repeat_probability > 0.0:
             env = StickyActionEnv(env, action_repeat_probability)
         if noop_max > 0:
@@ -266,7 +274,7 @@ class AtariCropWrapper(
             env = MaxAndSkipEnv(env, skip=frame_skip)
         if terminal_on_life_loss:
             env = EpisodicLifeEnv(env)
-        if "FIRE" in env.unwrapped.get_action_meanings():
+        if "FIRE" in base.get_action_meanings():  # the wrappers above keep env.unwrapped
             env = FireResetEnv(env)
         env = DownsampleCropObservation(env, crop_top=crop_top)
         if clip_reward:

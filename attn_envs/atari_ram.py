@@ -14,7 +14,7 @@ run sees the same order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, SupportsFloat
+from typing import Any, SupportsFloat, TypeVar
 
 import ale_py
 import gymnasium as gym
@@ -113,68 +113,15 @@ class RamFeatureObservation(
 DistractorPolicy = str | Callable[[np.ndarray], int]
 
 
-class DistractorFeatureObservation(
-    SeededWrapperMixin, gym.Wrapper[np.ndarray, Any, Any, Any], gym.utils.RecordConstructorArgs
+_ObsT = TypeVar("_ObsT")
+
+
+class _DistractorFeatures(
+    SeededWrapperMixin, gym.Wrapper[_ObsT, Any, Any, Any], gym.utils.RecordConstructorArgs
 ):
-    """Annotated-RAM features of the played game plus ``n_distractors`` uncontrolled copies.
-
-    Every step, each distractor (a separate emulator of the same game with the played env's
-    settings: frameskip, sticky actions, mode, ...) takes an action from
-    ``distractor_policy``; the agent's action reaches only the played env. A distractor
-    whose episode ends is reset and keeps going; the played env alone ends the episode.
-
-    The per-step features, ``F * (n_distractors + 1)`` of them (played first, then each
-    distractor), are reordered by one permutation, and the last ``stack`` steps are stacked
-    oldest first, the stack filled with the first frame at reset. With ``order_seed`` the
-    permutation is drawn once from it at construction and no reset changes it: the thesis
-    shuffles the order once per training run, so all envs of a run (SB3 seeds actor ``i``
-    with ``seed + i``) must share it. Without ``order_seed`` it is drawn at every
-    ``reset(seed=s)`` (the same ``s`` gives the same permutation; resets without a seed keep
-    it), which gives every differently seeded env its own order.
-
-    Feature names travel in attributes, not in ``info`` (lists of strings do not stack in
-    vector envs): ``feature_names[i]`` names column ``i``, e.g. ``"player/ball_x"`` or
-    ``"distractor2/ball_x"``; ``feature_permutation[i]`` is its index in the unshuffled
-    order ``unshuffled_feature_names``. The reset ``info`` carries
-    ``info["feature_permutation"]``. Without ``order_seed`` the order is unshuffled before the
-    first reset.
-
-    Distractors are reseeded from the wrapper's generator at every seeded reset (and the
-    first reset). Other resets reset them without a seed: that continues the emulators'
-    random streams, which stay a deterministic function of the last seed, and avoids
-    reloading the ROM (~0.1 s per emulator).
-
-    Args:
-        env: The played ALE env, or an ALE env id (made with ``obs_type="ram"``).
-        n_distractors: Number of distractor games ``k`` (E7: 0, 1, 3 for L, 2L, 4L).
-        stack: Number of time steps stacked.
-        distractor_policy: ``"random"`` (uniform actions from the wrapper's generator),
-            ``"noop"`` (action 0), or a callable mapping a distractor's own features
-            (``(F,)`` float32, annotation order) to its action.
-        game: Game name; ``None`` infers it from the env.
-        order_seed: Seed of the feature order, fixed for the env's lifetime; ``None`` draws
-            the order from each ``reset(seed=...)`` seed instead.
-
-    Example:
-        >>> from attn_envs.atari_ram import DistractorFeatureObservation
-        >>> env = DistractorFeatureObservation("ALE/Pong-v5", n_distractors=1, stack=4)
-        >>> obs, info = env.reset(seed=0)
-        >>> obs.shape, obs.dtype, len(env.feature_names)
-        ((4, 16), dtype('float32'), 16)
-        >>> sorted(env.feature_names)[:2]
-        ['distractor1/ball_x', 'distractor1/ball_y']
-        >>> obs, *_ = env.step(0)
-        >>> obs.shape
-        (4, 16)
-        >>> env.close()
-        >>> a = DistractorFeatureObservation("ALE/Pong-v5", n_distractors=1, order_seed=7)
-        >>> b = DistractorFeatureObservation("ALE/Pong-v5", n_distractors=1, order_seed=7)
-        >>> _ = a.reset(seed=1), b.reset(seed=2)  # one order per order_seed, whatever the seed
-        >>> a.feature_names == b.feature_names
-        True
-        >>> a.close(), b.close()
-        (None, None)
-    """
+    """What :class:`DistractorFeatureObservation` and :class:`RamFeatureEntryObservation`
+    share: the emulators, the feature order and the stack (``feature_space``); each says what
+    its observation is (``_ObsT``)."""
 
     def __init__(
         self,
@@ -253,7 +200,7 @@ class DistractorFeatureObservation(
         # Each frame is written twice, so ring[pos + 1 : pos + 1 + stack] is the stack in order.
         self._ring = np.zeros((2 * self.stack, self.n_features), dtype=np.float32)
         self._pos = 0
-        self.observation_space = spaces.Box(0, 255, (self.stack, self.n_features), dtype=np.float32)
+        self.feature_space = spaces.Box(0, 255, (self.stack, self.n_features), dtype=np.float32)
 
     def _set_permutation(self, perm: np.ndarray | None) -> None:
         self._perm = perm
@@ -284,17 +231,9 @@ class DistractorFeatureObservation(
         if self.distractor_policy == "noop":
             return [0] * self.n_distractors
         own = self._ram[1:, self._indices].astype(np.float32)
-        return [self.distractor_policy(features) for features in own]
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        _, info = self.env.reset(seed=seed, options=options)
-        return self._reset_features(seed, info), info
-
-    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
-        _, reward, terminated, truncated, info = self.env.step(action)
-        return self._step_features(), reward, terminated, truncated, info
+        policy = self.distractor_policy
+        assert callable(policy)  # __init__ admits no other strings
+        return [policy(features) for features in own]
 
     def _reset_features(self, seed: int | None, info: dict[str, Any]) -> np.ndarray:
         """The stack after the played env's reset: the order and the distractors are
@@ -330,7 +269,91 @@ class DistractorFeatureObservation(
         super().close()
 
 
-class RamFeatureEntryObservation(DistractorFeatureObservation):
+class DistractorFeatureObservation(_DistractorFeatures[np.ndarray]):
+    """Annotated-RAM features of the played game plus ``n_distractors`` uncontrolled copies.
+
+    Every step, each distractor (a separate emulator of the same game with the played env's
+    settings: frameskip, sticky actions, mode, ...) takes an action from
+    ``distractor_policy``; the agent's action reaches only the played env. A distractor
+    whose episode ends is reset and keeps going; the played env alone ends the episode.
+
+    The per-step features, ``F * (n_distractors + 1)`` of them (played first, then each
+    distractor), are reordered by one permutation, and the last ``stack`` steps are stacked
+    oldest first, the stack filled with the first frame at reset. With ``order_seed`` the
+    permutation is drawn once from it at construction and no reset changes it: the thesis
+    shuffles the order once per training run, so all envs of a run (SB3 seeds actor ``i``
+    with ``seed + i``) must share it. Without ``order_seed`` it is drawn at every
+    ``reset(seed=s)`` (the same ``s`` gives the same permutation; resets without a seed keep
+    it), which gives every differently seeded env its own order.
+
+    Feature names travel in attributes, not in ``info`` (lists of strings do not stack in
+    vector envs): ``feature_names[i]`` names column ``i``, e.g. ``"player/ball_x"`` or
+    ``"distractor2/ball_x"``; ``feature_permutation[i]`` is its index in the unshuffled
+    order ``unshuffled_feature_names``. The reset ``info`` carries
+    ``info["feature_permutation"]``. Without ``order_seed`` the order is unshuffled before the
+    first reset.
+
+    Distractors are reseeded from the wrapper's generator at every seeded reset (and the
+    first reset). Other resets reset them without a seed: that continues the emulators'
+    random streams, which stay a deterministic function of the last seed, and avoids
+    reloading the ROM (~0.1 s per emulator).
+
+    Args:
+        env: The played ALE env, or an ALE env id (made with ``obs_type="ram"``).
+        n_distractors: Number of distractor games ``k`` (E7: 0, 1, 3 for L, 2L, 4L).
+        stack: Number of time steps stacked.
+        distractor_policy: ``"random"`` (uniform actions from the wrapper's generator),
+            ``"noop"`` (action 0), or a callable mapping a distractor's own features
+            (``(F,)`` float32, annotation order) to its action.
+        game: Game name; ``None`` infers it from the env.
+        order_seed: Seed of the feature order, fixed for the env's lifetime; ``None`` draws
+            the order from each ``reset(seed=...)`` seed instead.
+
+    Example:
+        >>> from attn_envs.atari_ram import DistractorFeatureObservation
+        >>> env = DistractorFeatureObservation("ALE/Pong-v5", n_distractors=1, stack=4)
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.shape, obs.dtype, len(env.feature_names)
+        ((4, 16), dtype('float32'), 16)
+        >>> sorted(env.feature_names)[:2]
+        ['distractor1/ball_x', 'distractor1/ball_y']
+        >>> obs, *_ = env.step(0)
+        >>> obs.shape
+        (4, 16)
+        >>> env.close()
+        >>> a = DistractorFeatureObservation("ALE/Pong-v5", n_distractors=1, order_seed=7)
+        >>> b = DistractorFeatureObservation("ALE/Pong-v5", n_distractors=1, order_seed=7)
+        >>> _ = a.reset(seed=1), b.reset(seed=2)  # one order per order_seed, whatever the seed
+        >>> a.feature_names == b.feature_names
+        True
+        >>> a.close(), b.close()
+        (None, None)
+    """
+
+    def __init__(
+        self,
+        env: gym.Env | str,
+        n_distractors: int,
+        stack: int = 4,
+        distractor_policy: DistractorPolicy = "random",
+        game: str | None = None,
+        order_seed: int | None = None,
+    ) -> None:
+        super().__init__(env, n_distractors, stack, distractor_policy, game, order_seed)
+        self.observation_space = self.feature_space
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        _, info = self.env.reset(seed=seed, options=options)
+        return self._reset_features(seed, info), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        _, reward, terminated, truncated, info = self.env.step(action)
+        return self._step_features(), reward, terminated, truncated, info
+
+
+class RamFeatureEntryObservation(_DistractorFeatures[dict[str, Any]]):
     """Keep the env's observation and add its :class:`DistractorFeatureObservation` features
     as the Dict entry ``key``.
 
@@ -401,7 +424,6 @@ class RamFeatureEntryObservation(DistractorFeatureObservation):
         super().__init__(env, n_distractors, stack, distractor_policy, game, order_seed)
         self.key, self.obs_key = key, obs_key
         self._is_dict = isinstance(inner, spaces.Dict)
-        self.feature_space = self.observation_space
         self.observation_space = spaces.Dict({**entries, key: self.feature_space})
 
     def _entries(self, obs: Any, features: np.ndarray) -> dict[str, Any]:

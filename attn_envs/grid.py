@@ -160,7 +160,7 @@ class EgocentricGridObservation(
         return np.ascontiguousarray(x, dtype=np.float32)
 
 
-class ActionSubset(gym.ActionWrapper[Any, int, int], gym.utils.RecordConstructorArgs):
+class ActionSubset(gym.ActionWrapper[Any, np.int64, int], gym.utils.RecordConstructorArgs):
     """Expose only some actions of a Discrete action space: new action ``i`` is ``actions[i]``.
 
     Args:
@@ -207,7 +207,7 @@ class ActionSubset(gym.ActionWrapper[Any, int, int], gym.utils.RecordConstructor
         self.actions: tuple[int, ...] = tuple(int(a) for a in acts)
         self.action_space = spaces.Discrete(len(self.actions))
 
-    def action(self, action: int) -> int:
+    def action(self, action: int | np.integer) -> int:
         i = int(action)
         if not 0 <= i < len(self.actions):  # plain indexing would wrap negatives silently
             raise ValueError(f"ActionSubset action {action!r} is outside {self.action_space}")

@@ -22,7 +22,7 @@ import shutil
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import BinaryIO, Literal
 
 import cv2
 import numpy as np
@@ -88,7 +88,7 @@ _IDX_CODES: dict[str, int] = {
 # ---------------------------------------------------------------------------------------------
 
 
-def _open(path: Path, mode: str) -> Any:
+def _open(path: Path, mode: Literal["rb", "wb"]) -> gzip.GzipFile | BinaryIO:
     return gzip.open(path, mode) if path.suffix == ".gz" else open(path, mode)
 
 
@@ -317,7 +317,7 @@ _FONTS = (
 
 def _draw_digit(digit: int, rng: np.random.Generator) -> np.ndarray:
     """One MNIST-style 28x28 uint8 digit: glyph, slant, crop, fit in 20x20, centre of mass."""
-    canvas = np.zeros((64, 64), np.uint8)
+    canvas: np.ndarray = np.zeros((64, 64), np.uint8)
     font = int(_FONTS[rng.integers(len(_FONTS))]) | (cv2.FONT_ITALIC if rng.random() < 0.3 else 0)
     scale = rng.uniform(1.3, 1.9) * (1.8 if font & 0xF == cv2.FONT_HERSHEY_PLAIN else 1.0)
     cv2.putText(
@@ -332,7 +332,7 @@ def _draw_digit(digit: int, rng: np.random.Generator) -> np.ndarray:
     ys, xs = np.nonzero(canvas > 20)
     if len(ys) == 0:  # cannot happen with these fonts and scales; keep the blank canvas safe
         return np.zeros((28, 28), np.uint8)
-    glyph = canvas[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1].astype(np.float32)
+    glyph: np.ndarray = canvas[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1].astype(np.float32)
     # Fit the longer side to 16..20 px, like MNIST's 20x20 box (aspect ratio kept).
     h, w = glyph.shape
     box = rng.uniform(16.0, 20.0)
@@ -346,7 +346,7 @@ def _draw_digit(digit: int, rng: np.random.Generator) -> np.ndarray:
     cx = (glyph.sum(axis=0) @ np.arange(w)) / total
     top = int(np.clip(round(13.5 - cy + rng.uniform(-1, 1)), 0, 28 - h))
     left = int(np.clip(round(13.5 - cx + rng.uniform(-1, 1)), 0, 28 - w))
-    image = np.zeros((28, 28), np.float32)
+    image: np.ndarray = np.zeros((28, 28), np.float32)
     image[top : top + h, left : left + w] = glyph
     image = cv2.GaussianBlur(image, (3, 3), rng.uniform(0.3, 0.8))
     return np.clip(np.rint(image * (255.0 / max(float(image.max()), 1.0))), 0, 255).astype(np.uint8)

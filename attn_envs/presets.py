@@ -106,7 +106,9 @@ def make_puzzle_pong(
     gym.register_envs(ale_py)
     ale_kwargs.setdefault("repeat_action_probability", 0.0)
     env: gym.Env = gym.make(f"ALE/{game}-v5", frameskip=1, **ale_kwargs)
-    height, width, _ = env.observation_space.shape
+    shape = env.observation_space.shape
+    assert shape is not None  # ALE's RGB frames are a Box
+    height, width, _ = shape
     if noops is not None:
         from attn_envs.atari_frames import FixedNoopReset
 

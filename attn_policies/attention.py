@@ -117,6 +117,7 @@ def attend(
     """
     if fused is not False and not (layer.capturing and layer.capture_fits(q, k)):
         if fused is True:
+            assert v is not None, "the fused kernel needs values"
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
         return fused(q, k, v)  # type: ignore[arg-type]
     w = weights(q, k)
@@ -250,7 +251,8 @@ class MultiHeadSelfAttention(AttentionCapture, nn.Module):
         self.n_heads, self.head_dim, self.n_tokens = n_heads, head_dim, n_tokens
         self.compatibility = compatibility
         self.qkv = nn.Linear(in_features, 3 * n_heads * head_dim, bias=bias)
-        shape = {"tokens": (n_heads, n_tokens, head_dim), "features": (head_dim,)}.get(qkv_norm)
+        shapes = {"tokens": (n_heads, n_tokens, head_dim), "features": (head_dim,)}
+        shape = None if qkv_norm is None else shapes[qkv_norm]
         self.norms = nn.ModuleList(nn.LayerNorm(shape) for _ in range(3)) if shape else None
         if compatibility == "additive":
             assert n_tokens is not None

@@ -116,6 +116,8 @@ class AttentionNeuron(AttentionCapture, nn.Module):
         (torch.Size([3, 32]), 1184)
     """
 
+    queries: Tensor  # a buffer (register_buffer below): typed for attribute access
+
     def __init__(
         self,
         action_dim: int,
@@ -312,6 +314,8 @@ class VisionAttentionNeuron(AttentionCapture, nn.Module):
         >>> sum(p.numel() for p in layer.parameters())
         8744
     """
+
+    queries: Tensor  # a buffer (register_buffer below): typed for attribute access
 
     def __init__(
         self,

@@ -303,6 +303,7 @@ def plot_grid_attention(
                 ax.set_title(f"head {h + 1}")
             if h == 0:
                 ax.set_ylabel(label)
+    assert im is not None  # there is at least one panel
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="attention")
     return _finish(fig, path)
 
@@ -380,6 +381,7 @@ def plot_feature_attention(
             ax.set_yticks(range(len(queries)), queries, fontsize=font)
         else:
             ax.set_yticks([])
+    assert im is not None  # there is at least one panel
     fig.colorbar(im, ax=list(axes), shrink=0.8, label="attention")
     return _finish(fig, path)
 

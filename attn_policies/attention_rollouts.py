@@ -183,9 +183,11 @@ def feature_attention_figure(
             stack = int(env.get_wrapper_attr("stack"))
         except AttributeError:
             stack = 1
+        obs_shape = env.observation_space.shape
+        assert obs_shape is not None  # the feature wrappers' Box
         panels: list[Tensor] = []
         for t in range(n_steps):
-            maps = attention_maps(model, _batched(model, obs, len(env.observation_space.shape)))
+            maps = attention_maps(model, _batched(model, obs, len(obs_shape)))
             panels.append(maps[select_layer(maps, layer)][0])  # (heads, K, K)
             if t < n_steps - 1:
                 obs, _, terminated, truncated, _ = env.step(_model_action(model, obs, env))

@@ -413,6 +413,10 @@ class DAWRLPolicy(ActorCriticPolicy):
         torch.Size([3, 8])
     """
 
+    # the heads _build puts in place of SB3's Linear ones (SB3 types value_net as nn.Linear)
+    action_net: FeatureSumHead
+    value_net: FeatureSumHead  # type: ignore[assignment]
+
     def __init__(
         self,
         observation_space: spaces.Space,
@@ -458,15 +462,20 @@ class DAWRLPolicy(ActorCriticPolicy):
         super()._build(lr_schedule)
         if not isinstance(self.action_net, nn.Linear):
             raise TypeError(f"unsupported action net {type(self.action_net).__name__}")
-        n, d = self.pi_features_extractor.n_tokens, self.pi_features_extractor.token_dim
+        pi_extractor = self.pi_features_extractor
+        assert isinstance(pi_extractor, AWRLExtractor)  # checked above
+        n, d = pi_extractor.n_tokens, pi_extractor.token_dim
         shared = self.share_feature_heads
         self.action_net = FeatureSumHead(n, d, self.action_net.out_features, shared)
         self.value_net = FeatureSumHead(n, d, 1, shared)
         if self.ortho_init:
             self.action_net.apply(partial(self.init_weights, gain=0.01))
             self.value_net.apply(partial(self.init_weights, gain=1))
+        # as SB3's own _build: Optimizer's hint has no lr, its subclasses all take one
         self.optimizer = self.optimizer_class(
-            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+            self.parameters(),
+            lr=lr_schedule(1),  # type: ignore[call-arg]
+            **self.optimizer_kwargs,
         )
 
     def _get_constructor_parameters(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -25,7 +25,11 @@ from attn_policies.atomic import atomic_path
 __all__ = ["new_figure", "save_figure"]
 
 
-def new_figure(width: float, height: float, layout: str | None = "constrained") -> Figure:
+def new_figure(
+    width: float,
+    height: float,
+    layout: Literal["constrained", "compressed", "tight"] | None = "constrained",
+) -> Figure:
     """A ``width`` x ``height`` inch figure on an Agg canvas (no pyplot, no display).
 
     ``layout`` is matplotlib's layout engine (``"constrained"`` keeps colour bars and long

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import torch
@@ -161,6 +161,6 @@ def select_layer(maps: Mapping[str, Tensor], layer: str | int | None) -> str:
     raise ValueError(f"no recorded attention layer {layer!r}; recorded layers: {names}")
 
 
-def is_sb3(model: Any) -> bool:
+def is_sb3(model: object) -> TypeGuard[BaseAlgorithm | BasePolicy]:
     """Whether ``model`` is an SB3 algorithm or policy (they batch observations themselves)."""
     return isinstance(model, BaseAlgorithm | BasePolicy)

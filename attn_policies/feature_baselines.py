@@ -54,6 +54,7 @@ def dry_run(module: nn.Module, fn: Callable[[Tensor], Tensor], space: spaces.Spa
     """``fn`` on one zero observation, in eval mode (batch-norm buffers stay untouched)."""
     was_training = module.training
     module.train(False)
+    assert space.shape is not None, "dry_run needs a space with a shape"
     with torch.no_grad():
         out = fn(torch.zeros((1, *space.shape), dtype=torch.float32))
     module.train(was_training)

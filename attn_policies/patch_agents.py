@@ -314,13 +314,13 @@ class AttentionNeuronVotingAgent(FlatParameters, nn.Module):
     ) -> VotingAgentState:
         """Zero state for ``batch`` agents (``alpha = 0``: no smoothing on the first step)."""
         like = self.head.weight
-        kw = {"dtype": like.dtype, "device": like.device if device is None else device}
+        dtype, at = like.dtype, like.device if device is None else device
         return VotingAgentState(
-            h=torch.zeros(batch, self.hidden_size, **kw),
-            c=torch.zeros(batch, self.hidden_size, **kw),
-            m_prev=torch.zeros(batch, self.grid_size**2, self.code_dim, **kw),
-            a_prev=torch.zeros(batch, self.action_dim, **kw),
-            alpha=torch.zeros(batch, 1, **kw),
+            h=torch.zeros(batch, self.hidden_size, dtype=dtype, device=at),
+            c=torch.zeros(batch, self.hidden_size, dtype=dtype, device=at),
+            m_prev=torch.zeros(batch, self.grid_size**2, self.code_dim, dtype=dtype, device=at),
+            a_prev=torch.zeros(batch, self.action_dim, dtype=dtype, device=at),
+            alpha=torch.zeros(batch, 1, dtype=dtype, device=at),
         )
 
     def forward(

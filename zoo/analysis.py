@@ -69,7 +69,8 @@ def input_regression(
     hook = neurons[0].register_forward_hook(lambda _m, _i, out: codes.append(out[0]))
     env = rollout_spec(handle.config).make_vector_env(n_episodes)
     try:
-        obs, _ = env.reset(seed=[seed + i for i in range(n_episodes)])
+        # a seed per copy: Sync/AsyncVectorEnv take a list; VectorEnv's hint says int only
+        obs, _ = env.reset(seed=[seed + i for i in range(n_episodes)])  # type: ignore[arg-type]
         if obs.ndim != 2:
             raise ValueError(f"input_regression needs vector observations, got {obs.shape}")
         rng = np.random.default_rng(seed)

@@ -110,8 +110,8 @@ def safe_yaml(text: str, where: str) -> Any:
             raise ConfigError(f"{where}: unsafe or unknown YAML tag {tag!r}{mark}") from None
         raise ConfigError(f"{where}: cannot read a YAML value{mark}: {problem}") from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        at = getattr(err, "problem_mark", None)
+        line = f" at line {at.line + 1}, column {at.column + 1}" if at else ""
         problem = getattr(err, "problem", None) or type(err).__name__
         raise ConfigError(f"{where}: YAML syntax error{line}: {problem}") from None
     finally:
@@ -443,8 +443,11 @@ def check_ranges(run: RunConfig) -> None:
         raise ConfigError(f"{run.name}: 'gamma' must be in [0, 1], got {gamma}")
     for key in ("sigma0", "learning_rate"):
         value = run.body.get(key)
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if number and not (math.isfinite(value) and value > 0):
+        if (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and not (math.isfinite(value) and value > 0)
+        ):
             raise ConfigError(f"{run.name}: {key!r} must be finite and positive, got {value}")
 
 

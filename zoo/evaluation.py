@@ -63,8 +63,13 @@ def evaluate_policy(
     solved: list[bool] = []
     epsilon = None if isinstance(mode, str) else float(mode)
     while (counts < targets).any():
+        # VecEnvObs admits tuples, which predict does not take (SB3's evaluate_policy
+        # ignores the same hint)
         actions, state = model.predict(
-            obs, state=state, episode_start=starts, deterministic=mode != "stochastic"
+            obs,  # type: ignore[arg-type]
+            state=state,
+            episode_start=starts,
+            deterministic=mode != "stochastic",
         )
         if epsilon:
             explore = rng.random(n_envs) < epsilon
@@ -277,6 +282,7 @@ class KeepBestCallback(BaseCallback):
         results = evaluate_modes(
             self.model, self.eval_env, self.cfg, self.cfg.n_episodes, self.cfg.seed
         )
+        assert self.cfg.select is not None  # EvalConfig.__post_init__ fills it in
         score = select_score(results, self.cfg.select)
         record = {"step": int(self.num_timesteps), "score": score, **summary(results)}
         if score >= self.best:

@@ -95,7 +95,7 @@ def check_kwargs(
     """
     label = getattr(target, "__name__", str(target))
     functions = (
-        [c.__init__ for c in target.__mro__ if "__init__" in vars(c)]
+        [vars(c)["__init__"] for c in target.__mro__ if "__init__" in vars(c)]
         if isinstance(target, type)
         else [target]
     )
@@ -295,7 +295,7 @@ def algo_parameters(algo: type[BaseAlgorithm]) -> dict[str, inspect.Parameter]:
     for cls in algo.__mro__:
         if "__init__" not in vars(cls):
             continue
-        sig = inspect.signature(cls.__init__).parameters
+        sig = inspect.signature(vars(cls)["__init__"]).parameters
         for name, p in sig.items():
             if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
                 params.setdefault(name, p)
@@ -355,7 +355,8 @@ def _literal_choices(algo: type, key: str) -> tuple[Any, ...] | None:
         if "__init__" not in vars(cls):
             continue
         try:
-            hints = typing.get_type_hints(cls.__init__, vars(sys.modules[cls.__module__]))
+            init = vars(cls)["__init__"]  # the class's own, as the guard above says
+            hints = typing.get_type_hints(init, vars(sys.modules[cls.__module__]))
         except Exception:  # unresolvable forward references: no static check
             continue
         if key in hints:

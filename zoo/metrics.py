@@ -51,11 +51,15 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attn_policies.atomic import atomic_path, open_append
+
+if TYPE_CHECKING:  # SB3 is imported when these are built, not with this module
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import KVWriter
 
 FILE = "metrics.csv"
 COLUMNS = ("step", "wall_time", "metric", "value")
@@ -133,7 +137,7 @@ class MetricsLogger:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def sb3_writer(self) -> Any:
+    def sb3_writer(self) -> KVWriter:
         """An SB3 ``KVWriter`` that logs each ``logger.dump(step)`` here (keys excluded
         from ``csv`` are left out). Add it to an SB3 ``Logger``'s ``output_formats``."""
         from stable_baselines3.common.logger import KVWriter
@@ -155,7 +159,7 @@ class MetricsLogger:
 
         return MetricsWriter()
 
-    def episode_callback(self) -> Any:
+    def episode_callback(self) -> BaseCallback:
         """An SB3 callback logging ``episode_return`` and ``episode_length`` of each
         finished training episode (from the ``Monitor`` info) at the current step."""
         from stable_baselines3.common.callbacks import BaseCallback
@@ -382,9 +386,9 @@ def legacy_metrics(run_dir: str | Path) -> Table:
     progress = read_progress(path)
     if "time/total_timesteps" in progress:
         n = len(progress["time/total_timesteps"])
-        wall = progress.get("time/time_elapsed", np.full(n, np.nan))
+        walls = progress.get("time/time_elapsed", np.full(n, np.nan))
         kept = {k: v for k, v in progress.items() if not k.startswith("eval/")}
-        rows += _columns_rows(progress["time/total_timesteps"], wall, kept)
+        rows += _columns_rows(progress["time/total_timesteps"], walls, kept)
     history_file = path / "evaluations.json"
     history = json.loads(history_file.read_text()) if history_file.is_file() else []
     for record in (h for h in history if isinstance(h, dict) and "step" in h):
@@ -405,9 +409,12 @@ def legacy_metrics(run_dir: str | Path) -> Table:
         for key, step_column, times, names in _OLD_PROGRESS:
             if key in table and step_column in table:
                 n = len(table[key])
-                wall = np.cumsum(sum((table[t] for t in times), np.zeros(n))) if times else None
-                wall = wall if wall is not None else np.full(n, np.nan)
+                walls = (
+                    np.cumsum(sum((table[t] for t in times), np.zeros(n)))
+                    if times
+                    else np.full(n, np.nan)
+                )
                 columns = {names[c]: table[c] for c in names if c in table}
-                rows += _columns_rows(table[step_column], wall, columns)
+                rows += _columns_rows(table[step_column], walls, columns)
                 break
     return _table(rows)

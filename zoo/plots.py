@@ -299,6 +299,7 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path | None = None, x: str 
             if not len(agg[0]):
                 continue
             panel = panel_of(metric)
+            assert panel is not None  # load_run keeps only metrics with a panel
             drawn.setdefault(panel, {}).setdefault(metric, {})[label] = agg
             xlabels.setdefault(
                 panel, next(r.xlabels[metric] for r in members if metric in r.curves)

@@ -64,7 +64,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from attn_policies._es_support import FlatParameters
 from attn_policies.atomic import atomic_path, atomic_write
+from attn_policies.attention_neuron import VisionAttentionNeuron
+from attn_policies.patch_agents import AttentionNeuronVotingAgent
 from zoo.config import ConfigError, load_runs
 from zoo.pretrained_files import Checkpoint, read_checkpoint
 
@@ -241,11 +244,14 @@ def _pi_attention_agent(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converte
 
     def convert(vector: np.ndarray, policy: torch.nn.Module) -> np.ndarray:
         # Key projection columns: theirs pixel-major (pix * (C-1) + d), ours frame-major.
-        key = policy.neuron.key_proj.weight  # type: ignore[union-attr]
+        assert isinstance(policy, AttentionNeuronVotingAgent)  # the recipe's policy
+        neuron = policy.neuron
+        assert isinstance(neuron, VisionAttentionNeuron)  # its default neuron, as built here
+        key = neuron.key_proj.weight
         n_out, n_in = key.shape
-        p2 = policy.neuron.patch_size**2  # type: ignore[union-attr]
-        n_diff = policy.neuron.n_frames - 1  # type: ignore[union-attr]
-        start = sum(p.numel() for p in policy.neuron.query_proj.parameters())  # type: ignore[union-attr]
+        p2 = neuron.patch_size**2
+        n_diff = neuron.n_frames - 1
+        start = sum(p.numel() for p in neuron.query_proj.parameters())
         perm = np.arange(n_in)
         d, pix = np.divmod(np.arange(p2 * n_diff), p2)  # our column d * p2 + pix
         perm[: p2 * n_diff] = pix * n_diff + d
@@ -400,6 +406,7 @@ def import_checkpoint(
             f"{ckpt.solution} with these settings has {expected}"
         )
     vector = convert(ckpt.params.astype(np.float64), policy).astype(np.float32)
+    assert isinstance(policy, FlatParameters)  # every ES policy mixes it in
     policy.set_flat_parameters(vector)
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write(folder / "config.yml", config.to_yaml())

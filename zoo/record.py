@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -31,6 +31,7 @@ from torch import nn
 from attn_policies.attention import AttentionCapture
 from attn_policies.attention_plots import doorkey_frame
 from attn_policies.capture import attention_maps
+from attn_policies.nonlocal_cnn import NonLocalBlock
 from attn_policies.saliency import attention_saliency
 from zoo import factory
 from zoo.config import require_int
@@ -125,6 +126,13 @@ def grab_frame(venv: VecEnv) -> np.ndarray | None:
     return np.ascontiguousarray(frame[..., :3]).astype(np.uint8)
 
 
+@runtime_checkable
+class _ResetsState(Protocol):
+    """A recurrent policy that can put some rows of its state back at the start."""
+
+    def reset_state(self, state: Any, done: torch.Tensor) -> object: ...
+
+
 class PolicyAgent(nn.Module):
     """An ES run's policy (``forward(obs, state) -> (output, state)``) as an agent.
 
@@ -162,7 +170,7 @@ class PolicyAgent(nn.Module):
         """``state`` with the rows where ``episode_start`` is True back at the initial state."""
         if state is None or episode_start is None or not np.any(episode_start):
             return state
-        if np.all(episode_start) or not hasattr(self.policy, "reset_state"):
+        if np.all(episode_start) or not isinstance(self.policy, _ResetsState):
             return None
         return self.policy.reset_state(state, torch.as_tensor(np.asarray(episode_start)))
 
@@ -224,7 +232,7 @@ def model_attention(
     return attention_maps(attention_model(model), obs)
 
 
-def attention_model(model: Any) -> Any:
+def attention_model(model: Any) -> nn.Module | BaseAlgorithm:
     """What the figures of :mod:`attn_policies.attention_rollouts` take for ``model``: an SB3
     model itself (its policy preprocesses the observations), otherwise
     :func:`policy_module`."""
@@ -265,7 +273,7 @@ def layer_rows(model: Any, layer: str, weights: torch.Tensor) -> int | None:
     """Rows of a row-form ``NonLocalBlock``'s feature map (its heads are (channel, row)
     pairs), None for any other layer."""
     module = layer_module(model, layer)
-    if getattr(module, "form", None) == "row" and hasattr(module, "channels"):
+    if isinstance(module, NonLocalBlock) and module.form == "row":
         return weights.shape[1] // int(module.channels)
     return None
 
@@ -393,7 +401,8 @@ def record(
         venv.seed(seed)
         obs = venv.reset()
         info = current_info(venv)
-        fps = int(min(FPS, (venv.metadata or {}).get("render_fps") or FPS))
+        metadata: dict[str, Any] = venv.metadata or {}
+        fps = int(min(FPS, metadata.get("render_fps") or FPS))
         state, starts = None, np.ones(1, dtype=bool)
         episode, step_in_episode = 1, 0
         for _ in range(n_steps):

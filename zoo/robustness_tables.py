@@ -113,7 +113,9 @@ def plot(rows: Sequence[dict[str, Any]], title: str, path: Path) -> Path:
         trains, tests, grid = heat_grid(rows)
         image = ax.imshow(grid, cmap="viridis", aspect="auto")
         for (i, j), v in np.ndenumerate(grid):
-            light = not np.isnan(v) and image.norm(v) > 0.6  # viridis' yellow end
+            light = (
+                not np.isnan(v) and float(np.asarray(image.norm(v))) > 0.6
+            )  # viridis' yellow end
             ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.3g}", ha="center", va="center",
                     color="k" if light else "w")  # fmt: skip
         ax.set_xticks(range(len(tests)), [f"{t:g}" for t in tests])

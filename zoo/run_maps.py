@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from gymnasium.wrappers import TransformObservation
 from matplotlib.figure import Figure
-from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from attn_policies.attention_plots import (
     doorkey_frame,
@@ -189,6 +189,7 @@ def _egocentric_maps(
             for step in range(DOORKEY_STEPS):
                 nodes = view_nodes(info)
                 if best is None or len(nodes) > len(best_nodes):
+                    assert isinstance(obs, np.ndarray)  # DoorKey's egocentric view: a Box
                     best, best_grid, best_nodes = obs[0].copy(), info["raw_grid"], nodes
                     where = f"reset seed {seed + attempt}, step {step}"
                 if len(best_nodes) == EGOCENTRIC_NODES:
@@ -203,6 +204,7 @@ def _egocentric_maps(
     finally:
         venv.close()
     cells = np.asarray(best_grid)
+    assert best is not None  # the first step of the first attempt sets it
     maps = model_attention(model, best[None])
     layer = pick_layer({k: v for k, v in maps.items() if v.shape[-1] == cells[0].size})
     if layer is None:
@@ -261,7 +263,9 @@ def _patch_view(venv: VecEnv, obs: Any, n_keys: int) -> tuple[np.ndarray, int, n
     The screen is reassembled from the tokens themselves (newest stacked frame), so the
     boxes land on the patches as the model saw them, shuffled or not.
     """
-    env = venv.unwrapped.envs[0]
+    base = venv.unwrapped
+    assert isinstance(base, DummyVecEnv)  # open_env's one env is never a subprocess
+    env = base.envs[0]
     try:
         origins = np.asarray(env.get_wrapper_attr("patch_origins"))
         size = int(env.get_wrapper_attr("patch_size"))
@@ -352,6 +356,7 @@ def _vector_map(handle: Run, model: Any, out: Path, venv: VecEnv, seed: int) -> 
                 obs, state=state, episode_start=starts, deterministic=True
             )
             obs, _, starts, _ = venv.step(action)
+    assert layer is not None  # set on the first of the FEATURE_STEPS (>= 1) steps
     n_queries, n_keys = panels[0].shape[-2:]
     fig = plot_feature_attention(
         torch.stack(panels),

@@ -32,7 +32,7 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -40,13 +40,14 @@ from torch import Tensor, nn
 
 from attn_policies.atomic import atomic_path, atomic_write, make_folder
 
-__all__ = ["APGConfig", "APGTrainer", "DifferentiableTask"]
+__all__ = ["APGConfig", "APGTrainer", "DifferentiableTask", "RecurrentPolicy"]
 
 
 class DifferentiableTask(Protocol):
     """A differentiable model of an env: starts, step, observation, cost and failure."""
 
-    obs_dim: int
+    @property
+    def obs_dim(self) -> int: ...
 
     def starts(self, rng: np.random.Generator, n: int) -> np.ndarray: ...
 
@@ -57,6 +58,15 @@ class DifferentiableTask(Protocol):
     def cost(self, state: Tensor) -> Tensor: ...
 
     def failed(self, state: Tensor) -> Tensor: ...
+
+
+@runtime_checkable
+class RecurrentPolicy(Protocol):
+    """What APG asks of its policy beyond ``nn.Module`` (the ES policies' state interface)."""
+
+    def initial_state(self, batch: int, n_inputs: int) -> object: ...
+
+    def reset_state(self, state: Any, done: Tensor) -> object: ...
 
 
 @dataclasses.dataclass
@@ -119,6 +129,11 @@ class APGTrainer:
     """
 
     def __init__(self, policy: nn.Module, task: DifferentiableTask, config: APGConfig) -> None:
+        if not isinstance(policy, RecurrentPolicy):
+            raise TypeError(
+                f"APGTrainer needs a policy with initial_state and reset_state, "
+                f"got {type(policy).__name__}"
+            )
         self.policy, self.task, self.config = policy, task, config
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
         self.rng = np.random.default_rng(config.seed)

@@ -148,17 +148,19 @@ class CMAES:
         """The optimiser's state as ``.npz`` bytes (no pickles)."""
         encoder = StateEncoder(self.sampler)
         tree = encoder(self.es, top=True)
-        kind, keys, pos, has_gauss, gauss = self.sampler.get_state()
+        state = self.sampler.get_state(legacy=True)  # the default, said for the type
+        assert isinstance(state, tuple)  # legacy form of RandomState's MT19937
+        kind, keys, pos, has_gauss, gauss = state
         meta = {
             "format": "attn-zoo cmaes state 1",
             "dim": self.dim,
             "es": tree,
             "sampler": [kind, pos, has_gauss, gauss],
         }
-        arrays = {**encoder.arrays, "sampler_keys": keys}
+        arrays: dict[str, np.ndarray] = {**encoder.arrays, "sampler_keys": keys}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
+        np.savez(buffer, allow_pickle=False, **arrays)  # numbers only (the encoder refuses objects)
         return buffer.getvalue()
 
     @classmethod
@@ -327,8 +329,12 @@ class CMAESTrainer:
             best_fitness, tasks = float(meta["best_fitness"]), dict(meta["tasks"])
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise StateFormatError(f"{where}: not a readable CMA-ES checkpoint ({err})") from None
-        kind = type(self.optimizer)
-        optimizer = kind.loads(state_file.read_bytes(), self.config, where=str(state_file))
+        state, config = state_file.read_bytes(), self.config
+        optimizer: CMAES | PGPE = (  # the kind __init__ chose for this config
+            PGPE.loads(state, config, where=str(state_file))
+            if isinstance(config, PGPEConfig)
+            else CMAES.loads(state, config, where=str(state_file))
+        )
         if optimizer.dim != self.evaluator.num_parameters:
             raise StateFormatError(
                 f"{state_file}: the state has {optimizer.dim} parameters, the policy "

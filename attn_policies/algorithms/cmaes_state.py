@@ -160,7 +160,7 @@ class StateDecoder:
 
     def __init__(self, arrays: Any, fresh: FreshOptimiser, where: str) -> None:
         self.arrays, self.owner, self.fresh, self.where = arrays, fresh, fresh.es, where
-        self.memo: dict[int, Any] = {}
+        self.memo: dict[object, Any] = {}  # keyed by the file's ids, whatever JSON they are
         self.classes = _cma_classes()
 
     def fail(self, problem: str) -> StateFormatError:
@@ -225,7 +225,7 @@ class StateDecoder:
             raise self.fail(f"refers to {name!r}, which is not a pycma state class")
         cls = self.classes[name]
         base = next((b for b in (dict, list) if issubclass(cls, b)), object)
-        obj = base.__new__(cls)
+        obj: Any = base.__new__(cls)  # a dict, a list or a plain instance of a pycma class
         self.memo[ref] = obj
         attrs = node.get("attrs", {})
         if not isinstance(attrs, dict):

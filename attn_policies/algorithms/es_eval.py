@@ -183,8 +183,9 @@ class BatchedEvaluator:
             _, state = self.policy(obs[:1], None)  # dry call: does the policy carry state?
             out_state = None if state is None else 0
             self._steps = {
-                True: vmap(self._forward, in_dims=(0, 0, None), out_dims=(0, out_state)),
-                False: vmap(self._forward, in_dims=(0, 0, 0), out_dims=(0, out_state)),
+                # torch's out_dims hint omits the None entries vmap takes (unbatched output)
+                True: vmap(self._forward, in_dims=(0, 0, None), out_dims=(0, out_state)),  # type: ignore[arg-type]
+                False: vmap(self._forward, in_dims=(0, 0, 0), out_dims=(0, out_state)),  # type: ignore[arg-type]
             }
         return self._steps
 
@@ -227,7 +228,8 @@ class BatchedEvaluator:
         params = self.unflatten(
             torch.tensor(np.ascontiguousarray(solutions), dtype=self.spec.dtype)
         )
-        obs, _ = env.reset(seed=[int(s) for s in seeds] * n_pop)
+        # a seed per copy: Sync/AsyncVectorEnv take a list; VectorEnv's hint says int only
+        obs, _ = env.reset(seed=[int(s) for s in seeds] * n_pop)  # type: ignore[arg-type]
         rows_path = self.population_path and isinstance(obs, np.ndarray) and obs.ndim == 2
         outputs = self._row_outputs if rows_path else self._vmap_outputs
         step = outputs(params, n_pop, n_rep, functools.partial(self._policy_input, obs_fn=obs_fn))

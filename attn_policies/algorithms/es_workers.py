@@ -18,12 +18,15 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from attn_policies.algorithms.es_eval import BatchedEvaluator, Evaluator, RolloutSpec
+
+if TYPE_CHECKING:  # ray is an optional extra
+    from ray.actor import ActorHandle
 
 __all__ = ["EVALUATORS", "ProcessEvaluator", "RayEvaluator", "make_evaluator", "timed"]
 
@@ -153,6 +156,16 @@ class _RayWorker:
         return os.getpid()
 
 
+def _handle(
+    started: ActorHandle[_RayWorker] | type[_RayWorker],
+) -> ActorHandle[_RayWorker]:
+    """The handle ``ActorClass.remote`` returns (ray's hint also admits the class itself)."""
+    from ray.actor import ActorHandle
+
+    assert isinstance(started, ActorHandle)
+    return started
+
+
 class RayEvaluator:
     """Population slices on Ray actors: a local Ray by default, or an existing cluster.
 
@@ -190,7 +203,7 @@ class RayEvaluator:
             _RayWorker
         )
         self.spec, self.n_workers = spec, int(n_workers)
-        self.actors = [actor.remote(spec) for _ in range(self.n_workers)]
+        self.actors = [_handle(actor.remote(spec)) for _ in range(self.n_workers)]
         self.num_parameters = sum(p.numel() for p in spec.policy_fn().parameters())
         self.env_steps = 0
 

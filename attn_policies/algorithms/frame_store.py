@@ -125,7 +125,7 @@ class FrameStore:
     def _row(self, frame: np.ndarray) -> int:
         """The row holding ``frame`` (C-contiguous ``(N, P)``), added if it is new."""
         assert self._frames is not None
-        key = hashlib.blake2b(frame, digest_size=16).digest()
+        key = hashlib.blake2b(frame.data, digest_size=16).digest()
         row = self._rows.get(key)
         if row is not None and not np.array_equal(self._frames[row], frame):
             key += frame.tobytes()  # two frames, one digest: their bytes tell them apart

@@ -192,7 +192,7 @@ class PGPE:
             "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
         }
         buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
+        np.savez(buffer, allow_pickle=False, **arrays)  # numbers only
         return buffer.getvalue()
 
     @classmethod

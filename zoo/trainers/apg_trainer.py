@@ -116,7 +116,7 @@ def hold_task(run: RunConfig) -> CartPoleHoldTask:
                 f"{run.name}: algo apg's env takes only {', '.join(START_KWARGS)} in "
                 f"env_kwargs (the torch physics has no {key!r})"
             )
-    weights = {}
+    weights: dict[str, float] = {}  # CartPoleHoldTask field -> weight
     for key, value in (run.body.get("cost") or {}).items():
         if key not in COST_KEYS:
             raise ConfigError(
@@ -130,12 +130,21 @@ def hold_task(run: RunConfig) -> CartPoleHoldTask:
         span = check_start_span(harder, kwargs.get("start_span"))
     except ValueError as error:
         raise ConfigError(f"{run.name}: env_kwargs: {error}") from None
+    default = CartPoleHoldTask()  # the weights not given (COST_KEYS' fields)
     return CartPoleHoldTask(
         harder=harder,
         upright=bool(kwargs.get("upright")),
-        span=None if span is None else tuple(float(v) for v in span),
-        **weights,
+        span=None if span is None else _half_widths(span),
+        x_weight=weights.get("x_weight", default.x_weight),
+        theta_dot_weight=weights.get("theta_dot_weight", default.theta_dot_weight),
+        x_dot_weight=weights.get("x_dot_weight", default.x_dot_weight),
     )
+
+
+def _half_widths(span: np.ndarray) -> tuple[float, float, float, float]:
+    """``check_start_span``'s ``(4,)`` array as the task's tuple."""
+    x, x_dot, theta, theta_dot = (float(v) for v in span)
+    return x, x_dot, theta, theta_dot
 
 
 SCHEDULES = ("constant", "cosine")

@@ -164,16 +164,18 @@ def load_model(model: BaseAlgorithm, file: str | Path, counters: bool = True) ->
         for name, value in (variables or {}).items():
             if name not in model._get_torch_save_params()[1]:
                 raise ValueError(f"unexpected variable {name!r}")
-            target = model
+            target: object = model
             for part in name.split("."):
                 target = getattr(target, part)
+            if not isinstance(target, torch.Tensor):
+                raise ValueError(f"variable {name!r} is not a tensor")
             target.data.copy_(value.data)
     except Exception as err:  # missing or misshapen tensors
         raise ArtefactError(f"{file}: does not fit the run's model ({err})") from None
     if counters:
-        for key, value in read_counters(file).items():
+        for key, count in read_counters(file).items():
             if hasattr(model, key):
-                setattr(model, key, type(getattr(model, key))(value))
+                setattr(model, key, type(getattr(model, key))(count))
     return model
 
 
@@ -191,7 +193,7 @@ def _buffer_arrays(buffer: BaseBuffer) -> dict[str, np.ndarray]:
     return out
 
 
-def _buffer_scalars(buffer: BaseBuffer) -> dict[str, int | float | bool]:
+def _buffer_scalars(buffer: BaseBuffer) -> dict[str, int | float | np.integer | np.floating]:
     return {
         k: v
         for k, v in vars(buffer).items()
@@ -207,7 +209,8 @@ def save_replay_buffer(buffer: BaseBuffer, file: str | Path) -> None:
     arrays = dict(_buffer_arrays(buffer))
     arrays["__scalars__"] = np.frombuffer(json.dumps(scalars).encode(), dtype=np.uint8)
     with atomic_path(file) as tmp, tmp.open("wb") as fh:
-        np.savez(fh, **arrays)
+        # numpy's hint lets **arrays fill allow_pickle: bool (the default is kept here)
+        np.savez(fh, **arrays)  # type: ignore[arg-type]
 
 
 def load_replay_buffer(buffer: BaseBuffer, file: str | Path) -> None:
@@ -279,7 +282,7 @@ def save_vecnormalize(venv: VecNormalize, file: str | Path) -> None:
     )
     arrays["ret/count"] = np.asarray(venv.ret_rms.count, dtype=np.float64)
     with atomic_path(file) as tmp, tmp.open("wb") as fh:
-        np.savez(fh, **arrays)
+        np.savez(fh, allow_pickle=False, **arrays)  # float statistics only
 
 
 def load_vecnormalize(venv: VecNormalize, file: str | Path) -> VecNormalize:

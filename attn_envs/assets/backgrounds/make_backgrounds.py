@@ -171,7 +171,7 @@ def make_mt_fuji(size: int = SIZE) -> np.ndarray:
     sky = _vgradient(size, size, (30, 80, 175), (185, 215, 240))
 
     # Soft clouds: blurred white ellipses blended over the sky.
-    clouds = np.zeros((size, size), np.float32)
+    clouds: np.ndarray = np.zeros((size, size), np.float32)
     for _ in range(14):
         c = (int(rng.integers(0, size)), int(rng.integers(15, 150) * s))
         axes = (int(rng.integers(25, 70) * s), int(rng.integers(6, 16) * s))
