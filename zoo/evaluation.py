@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
@@ -23,8 +23,21 @@ from zoo.config_checks import EvalConfig
 Mode = str | float
 
 
+class Actor(Protocol):
+    """What :func:`evaluate_policy` acts with: SB3's ``predict`` (an algorithm, a BC student)."""
+
+    def predict(
+        self,
+        observation: Any,
+        /,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = False,
+    ) -> tuple[Any, Any]: ...
+
+
 def evaluate_policy(
-    model: BaseAlgorithm,
+    model: Actor,
     env: VecEnv,
     n_episodes: int,
     mode: Mode = "deterministic",
@@ -66,7 +79,7 @@ def evaluate_policy(
         # VecEnvObs admits tuples, which predict does not take (SB3's evaluate_policy
         # ignores the same hint)
         actions, state = model.predict(
-            obs,  # type: ignore[arg-type]
+            obs,
             state=state,
             episode_start=starts,
             deterministic=mode != "stochastic",
@@ -92,7 +105,7 @@ def evaluate_policy(
 
 
 def episode_stats(
-    rewards: list[float], lengths: list[int], solved: list[bool] | None = None
+    rewards: list[float], lengths: list[int] | list[float], solved: list[bool] | None = None
 ) -> dict[str, Any]:
     """Mean and spread of test episodes, with the per-episode lists (as in ``eval.json``).
 

@@ -270,7 +270,7 @@ def algo_class(run: RunConfig) -> type[BaseAlgorithm]:
         raise ConfigError(f"{run.name}: 'algo': {err}") from None
 
 
-def policy_class(run: RunConfig, algo: type[BaseAlgorithm]) -> type | str:
+def policy_class(run: RunConfig, algo: type[BaseAlgorithm]) -> type:
     policy = run.body.get("policy")
     if not isinstance(policy, str):
         raise ConfigError(f"{run.name}: 'policy' must be a policy name, got {policy!r}")

@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 
-def _handles(runs: Sequence[Run | str | Path]) -> list[Run]:
+def _handles(runs: Sequence[Run | str | Path] | Run | str | Path) -> list[Run]:
     if isinstance(runs, (str, Path, Run)):
         runs = [runs]
     if not runs:
@@ -231,6 +231,7 @@ def run_sweep(
                 row["note"] = "; ".join(n for n in (settings, cells_note(run, condition)) if n)
             rows.append(row)
             if cell is not None:
+                assert cache is not None  # cells are kept only under a cache folder
                 make_folder(cell.parent, inside=Path(cache).parent)  # links are replaced
                 atomic_write(cell, json.dumps({"key": key, "row": row}, indent=1, default=str))
     return rows

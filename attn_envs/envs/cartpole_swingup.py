@@ -28,7 +28,7 @@ also share the start draws (:func:`draw_starts`), the checks of their options an
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import cv2
 import gymnasium as gym
@@ -80,6 +80,7 @@ _HARDER_SPAN = np.array([X_THRESHOLD, 10.0, np.pi / 2.0, 10.0])
 _EASY_STD = 0.2
 
 FloatArray = NDArray[np.float64]
+Float32Space = spaces.Space[NDArray[np.float32]]
 
 
 def swingup_dynamics(state: FloatArray, action: ArrayLike) -> FloatArray:
@@ -372,8 +373,9 @@ class CartPoleSwingUpEnv(gym.Env[NDArray[np.float32], NDArray[np.float32]]):
         self.start_span = check_start_span(self.harder, start_span)
         self.max_episode_steps = require_integral(max_episode_steps, "max_episode_steps")
         self.render_mode = render_mode
-        self.observation_space = swingup_observation_space()
-        self.action_space = swingup_action_space()
+        # Both Boxes are float32, which the Box type does not carry.
+        self.observation_space = cast(Float32Space, swingup_observation_space())
+        self.action_space = cast(Float32Space, swingup_action_space())
         self.state: FloatArray | None = None
         self.steps = 0
 

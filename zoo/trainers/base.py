@@ -18,7 +18,7 @@ import csv
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -26,6 +26,8 @@ from torch import nn
 
 from attn_policies.atomic import atomic_path, atomic_write, open_append
 from zoo.config_checks import ConfigError
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
 def read_json(file: Path) -> Any:
@@ -48,7 +50,7 @@ def load_state_dict(module: nn.Module, file: Path, what: str) -> nn.Module:
     return module
 
 
-def load_init(module: nn.Module, source: str | Path, run_name: str, what: str) -> nn.Module:
+def load_init(module: ModuleT, source: str | Path, run_name: str, what: str) -> ModuleT:
     """``module`` with the weights of a config's ``init``: a run folder (its best model) or a
     state dict file, read as tensors only. Any problem is one :class:`ConfigError` naming
     ``init`` (a missing source or model, or tensors that do not fit the run's ``what``)."""

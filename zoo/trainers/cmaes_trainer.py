@@ -308,6 +308,7 @@ class CMAESZooTrainer:
 
         def test(record: dict[str, Any]) -> None:
             """Test the favourite; keep it as the best model if no earlier test beat it."""
+            assert tester is not None  # called only when periodic tests are on
             returns = tester.evaluate(
                 trainer.favourite[None].astype(np.float32),
                 _test_seeds(run.eval.seed, run.eval.n_episodes),

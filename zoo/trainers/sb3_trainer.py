@@ -224,8 +224,9 @@ class SB3Trainer:
             model = factory.make_model(plan[-1][0], venv)
             self._restore(model, ckpt, venv)
             venv.close()
-        if isinstance(model.get_vec_normalize_env(), VecNormalize):
-            save_vecnormalize(model.get_vec_normalize_env(), path / "vecnormalize.npz")
+        stats = model.get_vec_normalize_env()
+        if isinstance(stats, VecNormalize):
+            save_vecnormalize(stats, path / "vecnormalize.npz")
         save_model(model, path / "model.zip")
         return int(model.num_timesteps)
 
@@ -267,6 +268,7 @@ class SB3Trainer:
             self._restore(model, ckpt, env, buffer=False)
             buffer_file = checkpoint_files(ckpt, int(model.num_timesteps))[0]
             if isinstance(model, OffPolicyAlgorithm) and buffer_file.exists():
+                assert model.replay_buffer is not None  # built with the model
                 check_replay_buffer(model.replay_buffer, buffer_file)
             read_logger_state(ckpt / "last.zip")
         finally:
@@ -282,6 +284,7 @@ class SB3Trainer:
         load_model(model, ckpt / "last.zip")
         buffer_file, stats_file = checkpoint_files(ckpt, int(model.num_timesteps))
         if buffer and isinstance(model, OffPolicyAlgorithm) and buffer_file.exists():
+            assert model.replay_buffer is not None  # built with the model
             load_replay_buffer(model.replay_buffer, buffer_file)
         if isinstance(venv, VecNormalize) and stats_file.exists():
             load_vecnormalize(venv, stats_file)
