@@ -15,6 +15,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 import zoo
 import zoo.cli
+import zoo.cli_commands
 from zoo.cli import main
 
 # A cheap PPO run whose episodes can count as solved (terminated before the time limit).
@@ -136,7 +137,7 @@ def test_other_broken_pipe_is_a_bug(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(args: Any) -> int:
         raise BrokenPipeError("worker pipe")
 
-    monkeypatch.setattr(zoo.cli, "_cmd_list", broken)
+    monkeypatch.setattr(zoo.cli_commands, "cmd_list", broken)
     assert main(["list"]) == 1
 
 
@@ -443,7 +444,7 @@ def test_unexpected_error_is_reported_with_its_log_not_a_traceback(
     def broken(args: Any) -> int:
         raise KeyError("boom")
 
-    monkeypatch.setattr(zoo.cli, "_cmd_maps", broken)
+    monkeypatch.setattr(zoo.cli_commands, "cmd_maps", broken)
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     assert main(["maps", "runs/x"]) == 1
     err = capsys.readouterr().err
@@ -461,7 +462,7 @@ def test_user_errors_are_one_line(
     def bad(args: Any) -> int:
         raise zoo.ConfigError("first part\n  second part")
 
-    monkeypatch.setattr(zoo.cli, "_cmd_list", bad)
+    monkeypatch.setattr(zoo.cli_commands, "cmd_list", bad)
     assert main(["list"]) == 2
     assert capsys.readouterr().err == "attn-zoo: error: first part second part\n"
 
@@ -551,17 +552,17 @@ def test_run_arguments_name_folders_experiments_and_latest(
         run.mkdir(parents=True)
         (run / "config.yml").write_text("x: {}\n")
         os.utime(run / "config.yml", (1_000 + i, 1_000 + i))
-    assert zoo.cli.resolve_run(old) == old
+    assert zoo.cli_commands.resolve_run(old) == old
     assert capsys.readouterr().err == ""
-    assert zoo.cli.resolve_run(experiment) == new
+    assert zoo.cli_commands.resolve_run(experiment) == new
     assert f"the latest run in {experiment} (of 2): {new}" in capsys.readouterr().err
-    assert zoo.cli.resolve_run(f"{experiment}/latest") == new
-    assert zoo.cli.resolve_run(f"{new.parent}/latest") == new
+    assert zoo.cli_commands.resolve_run(f"{experiment}/latest") == new
+    assert zoo.cli_commands.resolve_run(f"{new.parent}/latest") == new
     with pytest.raises(zoo.ConfigError, match="does not exist"):
-        zoo.cli.resolve_run(experiment / "nope")
+        zoo.cli_commands.resolve_run(experiment / "nope")
     (tmp_path / "empty").mkdir()
     with pytest.raises(zoo.ConfigError, match="holds none"):
-        zoo.cli.resolve_run(tmp_path / "empty")
+        zoo.cli_commands.resolve_run(tmp_path / "empty")
 
 
 # --- signals at the edges of a run -----------------------------------------------------------

@@ -336,7 +336,7 @@ COMMON_KEYS: dict[str, tuple[type, ...] | None] = {
     "save_freq": (int,),
     "budgets": (dict,),
     "matrix": (dict,),
-    "resources": (dict,),  # per matrix cell under --ray (zoo.ray_grid.cell_resources)
+    "resources": (dict,),  # per matrix cell under --ray (zoo.ray_cluster.cell_resources)
 }
 
 # Keys a config may not hold, with why: where a stranger's config must not choose.
