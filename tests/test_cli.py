@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from stable_baselines3.common.callbacks import BaseCallback
@@ -16,6 +17,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 import zoo
 import zoo.cli
 import zoo.cli_commands
+import zoo.config
 from zoo.cli import main
 
 # A cheap PPO run whose episodes can count as solved (terminated before the time limit).
@@ -454,6 +456,24 @@ def test_unexpected_error_is_reported_with_its_log_not_a_traceback(
     (log,) = tmp_path.glob("attn-zoo-error-*.log")
     assert f"traceback: {log}" in err
     assert "KeyError: 'boom'" in log.read_text() and "maps runs/x" in log.read_text()
+
+
+def test_an_internal_value_error_is_a_bug_with_its_traceback_not_a_user_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A ValueError from deep inside (numpy's own) is no mistake of the user's: exit 1 and a
+    # traceback file, not exit 2 and one line blaming the input.
+    def broken(path: Any) -> dict:
+        return np.broadcast_to(np.zeros(2), (3,))  # ValueError: operands could not be ...
+
+    monkeypatch.setattr(zoo.config, "read_family", broken)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    assert main(["list"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("attn-zoo: internal error: ValueError: ")
+    (log,) = tmp_path.glob("attn-zoo-error-*.log")
+    assert f"traceback: {log}" in err
+    assert "Traceback" in log.read_text() and "broadcast" in log.read_text()
 
 
 def test_user_errors_are_one_line(

@@ -22,10 +22,7 @@ from attn_policies.atomic import atomic_write
 from zoo import __version__
 from zoo.cli_parser import build_parser
 from zoo.cli_streams import ignore_interrupts, reader_gone, stdout_reader_gone, train_folder
-from zoo.config_checks import ConfigError
-
-USER_ERRORS = (ConfigError, FileNotFoundError, NotADirectoryError, PermissionError, ValueError)
-"""What a user can fix (a config, a path, a value): one line, exit 2."""
+from zoo.config_checks import USER_ERRORS
 
 
 def _one_line(err: BaseException) -> str:
@@ -56,8 +53,10 @@ def _internal_error(err: BaseException, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``attn-zoo ARGV`` (default ``sys.argv[1:]``); its exit status.
 
-    :data:`USER_ERRORS` are one ``attn-zoo: error:`` line and exit 2; any other exception is
-    an internal error: exit 1, its traceback in a file under the temporary folder.
+    Only the user-error family (:data:`zoo.config_checks.USER_ERRORS`) is one
+    ``attn-zoo: error:`` line and exit 2; any other exception (a ``ValueError`` from deep
+    inside included) is an internal error: exit 1, its traceback in a file under the
+    temporary folder.
     """
     program = argv is None  # the program itself, not a caller in Python
     argv = list(sys.argv[1:] if argv is None else argv)
