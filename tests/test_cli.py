@@ -476,6 +476,21 @@ def test_an_internal_value_error_is_a_bug_with_its_traceback_not_a_user_error(
     assert "Traceback" in log.read_text() and "broadcast" in log.read_text()
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["list", "--allow-import", "not-a-package"],  # zoo.registry's check
+        ["train", "cartpole_fnn", "--budget", "smoke", "--progress-every", "0"],  # zoo.progress
+    ],
+)
+def test_checks_of_user_input_below_the_cli_are_user_errors(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("attn-zoo: error: ") and len(err.splitlines()) == 1, err
+
+
 def test_user_errors_are_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -192,7 +192,7 @@ def _report(path: Path) -> None:
     try:
         for figure in run_maps(path):
             print(f"  attention: {figure}")
-    except ValueError as err:  # a model without attention has no maps
+    except ConfigError as err:  # a model without attention has no maps
         print(f"  no attention figures: {err}")
 
 

@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from attn_policies.atomic import atomic_path, open_append
+from zoo.config_checks import ConfigError
 
 FILE = "metrics.csv"
 COLUMNS = ("step", "wall_time", "metric", "value")
@@ -194,7 +195,7 @@ def read_metrics(run_dir: str | Path) -> Table:
     """The long table of a run folder: its ``metrics.csv``, else :func:`legacy_metrics`.
 
     Raises:
-        ValueError: a ``metrics.csv`` whose header is not :data:`COLUMNS`.
+        ConfigError: a ``metrics.csv`` whose header is not :data:`COLUMNS`.
     """
     path = Path(run_dir) / FILE
     if not path.is_file():
@@ -202,7 +203,7 @@ def read_metrics(run_dir: str | Path) -> Table:
     with path.open(newline="") as fh:
         rows = list(csv.reader(fh))
     if not rows or tuple(rows[0]) != COLUMNS:
-        raise ValueError(f"{path}: the header must be {','.join(COLUMNS)}")
+        raise ConfigError(f"{path}: the header must be {','.join(COLUMNS)}")
     return _table([(float(s), float(w) if w else math.nan, m, float(v)) for s, w, m, v in rows[1:]])
 
 
