@@ -970,7 +970,7 @@ class Prober:
         run = config.parent / "run"
         run.mkdir()
         code = (
-            f"from zoo.runs import RunLock; import os; RunLock({str(run)!r}).acquire(); "
+            f"from zoo.run_lock import RunLock; import os; RunLock({str(run)!r}).acquire(); "
             f"os.kill(os.getpid(), {int(signal.SIGKILL)})"
         )
         subprocess.run([sys.executable, "-c", code], env=self.env, check=False)

@@ -9,12 +9,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from stable_baselines3.common.callbacks import BaseCallback
 
 import zoo
 import zoo.cli
+import zoo.cli_commands
+import zoo.config
 from zoo.cli import main
 
 # A cheap PPO run whose episodes can count as solved (terminated before the time limit).
@@ -136,7 +139,7 @@ def test_other_broken_pipe_is_a_bug(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(args: Any) -> int:
         raise BrokenPipeError("worker pipe")
 
-    monkeypatch.setattr(zoo.cli, "_cmd_list", broken)
+    monkeypatch.setattr(zoo.cli_commands, "cmd_list", broken)
     assert main(["list"]) == 1
 
 
@@ -443,7 +446,7 @@ def test_unexpected_error_is_reported_with_its_log_not_a_traceback(
     def broken(args: Any) -> int:
         raise KeyError("boom")
 
-    monkeypatch.setattr(zoo.cli, "_cmd_maps", broken)
+    monkeypatch.setattr(zoo.cli_commands, "cmd_maps", broken)
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     assert main(["maps", "runs/x"]) == 1
     err = capsys.readouterr().err
@@ -455,13 +458,46 @@ def test_unexpected_error_is_reported_with_its_log_not_a_traceback(
     assert "KeyError: 'boom'" in log.read_text() and "maps runs/x" in log.read_text()
 
 
+def test_an_internal_value_error_is_a_bug_with_its_traceback_not_a_user_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A ValueError from deep inside (numpy's own) is no mistake of the user's: exit 1 and a
+    # traceback file, not exit 2 and one line blaming the input.
+    def broken(path: Any) -> dict:
+        return np.broadcast_to(np.zeros(2), (3,))  # ValueError: operands could not be ...
+
+    monkeypatch.setattr(zoo.config, "read_family", broken)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    assert main(["list"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("attn-zoo: internal error: ValueError: ")
+    (log,) = tmp_path.glob("attn-zoo-error-*.log")
+    assert f"traceback: {log}" in err
+    assert "Traceback" in log.read_text() and "broadcast" in log.read_text()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["list", "--allow-import", "not-a-package"],  # zoo.registry's check
+        ["train", "cartpole_fnn", "--budget", "smoke", "--progress-every", "0"],  # zoo.progress
+    ],
+)
+def test_checks_of_user_input_below_the_cli_are_user_errors(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("attn-zoo: error: ") and len(err.splitlines()) == 1, err
+
+
 def test_user_errors_are_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def bad(args: Any) -> int:
         raise zoo.ConfigError("first part\n  second part")
 
-    monkeypatch.setattr(zoo.cli, "_cmd_list", bad)
+    monkeypatch.setattr(zoo.cli_commands, "cmd_list", bad)
     assert main(["list"]) == 2
     assert capsys.readouterr().err == "attn-zoo: error: first part second part\n"
 
@@ -551,17 +587,17 @@ def test_run_arguments_name_folders_experiments_and_latest(
         run.mkdir(parents=True)
         (run / "config.yml").write_text("x: {}\n")
         os.utime(run / "config.yml", (1_000 + i, 1_000 + i))
-    assert zoo.cli.resolve_run(old) == old
+    assert zoo.cli_commands.resolve_run(old) == old
     assert capsys.readouterr().err == ""
-    assert zoo.cli.resolve_run(experiment) == new
+    assert zoo.cli_commands.resolve_run(experiment) == new
     assert f"the latest run in {experiment} (of 2): {new}" in capsys.readouterr().err
-    assert zoo.cli.resolve_run(f"{experiment}/latest") == new
-    assert zoo.cli.resolve_run(f"{new.parent}/latest") == new
+    assert zoo.cli_commands.resolve_run(f"{experiment}/latest") == new
+    assert zoo.cli_commands.resolve_run(f"{new.parent}/latest") == new
     with pytest.raises(zoo.ConfigError, match="does not exist"):
-        zoo.cli.resolve_run(experiment / "nope")
+        zoo.cli_commands.resolve_run(experiment / "nope")
     (tmp_path / "empty").mkdir()
     with pytest.raises(zoo.ConfigError, match="holds none"):
-        zoo.cli.resolve_run(tmp_path / "empty")
+        zoo.cli_commands.resolve_run(tmp_path / "empty")
 
 
 # --- signals at the edges of a run -----------------------------------------------------------

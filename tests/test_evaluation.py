@@ -367,7 +367,7 @@ def test_eval_final_steps_is_checked() -> None:
 @pytest.mark.slow
 def test_e8_smoke_run_leads_eval_json_with_the_final_steps_return(tmp_path: Path) -> None:
     import zoo
-    from zoo.cli import _headline
+    from zoo.cli_commands import headline
 
     run = zoo.train("atari_nonlocal", budget="smoke", overrides={"variant": "cnn"}, root=tmp_path)
     result = json.loads((run.path / "eval.json").read_text())
@@ -377,5 +377,5 @@ def test_e8_smoke_run_leads_eval_json_with_the_final_steps_return(tmp_path: Path
     monitor = [zoo.evaluation.final_steps_return(run.path / "monitor", 10_000)]
     assert training == monitor[0]
     assert "stochastic" in result["policies"]
-    assert _headline(result).startswith("final 10000 steps return ")
+    assert headline(result).startswith("final 10000 steps return ")
     assert zoo.evaluate(run)["training_return"] == training

@@ -345,6 +345,24 @@ def _orders(venv: Any, seed: int) -> list[bytes]:
     return orders
 
 
+def test_a_constructor_refusing_a_config_value_is_a_config_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    # Outside the probe too (evaluate, record and maps build from a run folder's config): an
+    # env's, a wrapper's or a model's own TypeError / ValueError on a config value is the
+    # user's to fix (attn-zoo's exit 2), named; a ValueError elsewhere stays a bug.
+    run = run_of(tmp_path, {**PPO_BASE, "env_kwargs": {"bogus": 1}})
+    with pytest.raises(ConfigError, match=r"exp: env 'CartPole-v1' with env_kwargs \{'bogus'"):
+        make_single_env(run)
+    wrapper = [{"ShuffleObservation": {"reshuffle_every": -1}}]
+    run = run_of(tmp_path, {**PPO_BASE, "env_wrapper": wrapper})
+    with pytest.raises(ConfigError, match=r"exp: env_wrapper\[0\] ShuffleObservation.*positive"):
+        make_single_env(run)
+    run = run_of(tmp_path, {**PPO_BASE, "policy_kwargs": {"net_arch": "wide"}})
+    with pytest.raises(ConfigError, match=r"exp: the ppo model \(policy, policy_kwargs, hyper"):
+        make_model(run, make_vec_env(run, n_envs=1))
+
+
 def test_per_env_kwargs_merge_over_the_run_env_kwargs(tmp_path: Path) -> None:
     body = {**PPO_BASE, "env": "attn_envs/CartPoleSwingUp-v0", "env_kwargs": {"upright": True}}
     run = run_of(tmp_path, body)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,19 +14,14 @@ from typing import Any
 import pytest
 import yaml
 from test_cli import CARTPOLE as CLI_CARTPOLE
+from test_ray_cluster import closed_port
 
 from zoo.cli import main
 from zoo.config import ConfigError, EvalConfig, RunConfig, load_runs
-from zoo.ray_grid import (
-    _check_feasible,
-    cell_folders,
-    cell_resources,
-    cluster_address,
-    plan_cell,
-    plan_grid,
-    run_grid,
-)
-from zoo.runs import RunLock, new_run_dir
+from zoo.ray_cluster import cell_resources, cluster_address
+from zoo.ray_grid import _check_feasible, cell_folders, plan_cell, plan_grid, run_grid
+from zoo.run_lock import RunLock
+from zoo.runs import new_run_dir
 
 # Two cheap resumable PPO cells (seeds 0 and 1): test_cli's CartPole run as a seed matrix.
 CARTPOLE: dict[str, Any] = {
@@ -61,42 +55,12 @@ def fake_folder(run: RunConfig, root: Path, state: str, eval_json: bool = False)
 # --- planning and resources (no Ray needed) -------------------------------------------------
 
 
-def test_resources_default_from_threads_and_device() -> None:
-    assert cell_resources(run_of({})) == {"num_cpus": 1, "num_gpus": 0}
-    run = run_of({"torch_threads": 4, "device": "cuda"})
-    assert cell_resources(run) == {"num_cpus": 4, "num_gpus": 1}
-    run.body["resources"] = {"num_cpus": 0.5, "num_gpus": 0, "memory": 2**30}
-    assert cell_resources(run) == {"num_cpus": 0.5, "num_gpus": 0, "memory": 2**30}
-
-
-@pytest.mark.parametrize(
-    ("resources", "message"),
-    [
-        ({"gpus": 1}, "unknown key 'resources.gpus'. Did you mean 'num_gpus'"),
-        ({"num_cpus": -1}, "'resources.num_cpus' must be a number >= 0"),
-        ({"num_gpus": True}, "'resources.num_gpus' must be a number >= 0"),
-        ({"custom": {"tpu": "many"}}, "'resources.custom.tpu' must be a number >= 0"),
-        ([1, 2], "'resources' must be a mapping"),
-    ],
-)
-def test_bad_resources_are_one_clear_error(resources: Any, message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        cell_resources(run_of({"resources": resources}))
-
-
 def test_resources_key_is_accepted_and_type_checked_by_every_config(tmp_path: Path) -> None:
     body = {**CARTPOLE, "resources": {"num_cpus": 2}}
     runs = load_runs(write_config(tmp_path, body))
     assert [r.body["resources"] for r in runs] == [{"num_cpus": 2}] * 2
     with pytest.raises(ConfigError, match="'resources' must be dict"):
         load_runs(write_config(tmp_path, {**CARTPOLE, "resources": 2}))
-
-
-def closed_port() -> int:
-    """A local TCP port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_the_cluster_is_the_command_lines_or_ray_address_never_the_configs(
@@ -110,20 +74,6 @@ def test_the_cluster_is_the_command_lines_or_ray_address_never_the_configs(
     assert cluster_address("local") == "local"  # the command line wins
     with pytest.raises(ConfigError, match=r"'ray_address' is not a config key: .*--ray ADDRESS"):
         load_runs(write_config(tmp_path, {**CARTPOLE, "ray_address": "127.0.0.1:1"}))
-
-
-def test_an_address_that_does_not_answer_is_one_error_within_seconds(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    port = closed_port()
-    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
-        with pytest.raises(ConfigError, match=rf"cannot reach the Ray cluster at {address} \("):
-            cluster_address(address)
-    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
-    with pytest.raises(ConfigError, match="cannot reach"):
-        cluster_address(None)
-    with pytest.raises(ConfigError, match="is not HOST:PORT"):
-        cluster_address("head-without-port")
 
 
 def test_plan_skips_finished_resumes_unfinished_and_ignores_other_configs(

@@ -313,7 +313,7 @@ def test_resume_of_a_live_run_is_refused_and_a_dead_holder_is_stale(tmp_path: Pa
     import subprocess
     import sys
 
-    from zoo.runs import RunLock, RunLockedError
+    from zoo.run_lock import RunLock, RunLockedError
 
     config = write_config(tmp_path, "cartppo", CARTPOLE_PPO)
     with pytest.raises(KeyboardInterrupt):
@@ -322,7 +322,10 @@ def test_resume_of_a_live_run_is_refused_and_a_dead_holder_is_stale(tmp_path: Pa
     with RunLock(path), pytest.raises(RunLockedError, match="in use by process"):
         zoo.resume(path)
     # A holder killed with SIGKILL leaves run.lock behind; the next taker sees it is stale.
-    code = f"from zoo.runs import RunLock; import os; RunLock({str(path)!r}).acquire(); os._exit(0)"
+    code = (
+        f"from zoo.run_lock import RunLock; import os; RunLock({str(path)!r}).acquire(); "
+        "os._exit(0)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
     assert (path / "run.lock").read_text()
     with RunLock(path) as lock:
@@ -497,12 +500,12 @@ def test_a_folder_left_with_only_a_dead_runs_lock_is_taken_over(tmp_path: Path) 
     import subprocess
     import sys
 
-    from zoo.runs import RunLock
+    from zoo.run_lock import RunLock
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     code = (
-        f"from zoo.runs import RunLock; import os; RunLock({str(run_dir)!r}).acquire(); "
+        f"from zoo.run_lock import RunLock; import os; RunLock({str(run_dir)!r}).acquire(); "
         f"os.kill(os.getpid(), {int(signal.SIGKILL)})"
     )
     subprocess.run([sys.executable, "-c", code], check=False)

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from attn_policies.attention_neuron import AttentionNeuron
+from zoo.config_checks import ConfigError
 from zoo.runs import Run, load
 from zoo.trainers import get_trainer
 
@@ -64,7 +65,7 @@ def input_regression(
     policy = get_trainer(handle.config.algo).load(handle.path, handle.config, which)
     neurons = [m for m in policy.modules() if isinstance(m, AttentionNeuron)]
     if not neurons:
-        raise ValueError(f"{handle.path}: the policy has no AttentionNeuron layer to regress")
+        raise ConfigError(f"{handle.path}: the policy has no AttentionNeuron layer to regress")
     codes: list[torch.Tensor] = []
     hook = neurons[0].register_forward_hook(lambda _m, _i, out: codes.append(out[0]))
     env = rollout_spec(handle.config).make_vector_env(n_episodes)
@@ -72,7 +73,7 @@ def input_regression(
         # a seed per copy: Sync/AsyncVectorEnv take a list; VectorEnv's hint says int only
         obs, _ = env.reset(seed=[seed + i for i in range(n_episodes)])  # type: ignore[arg-type]
         if obs.ndim != 2:
-            raise ValueError(f"input_regression needs vector observations, got {obs.shape}")
+            raise ConfigError(f"input_regression needs vector observations, got {obs.shape}")
         rng = np.random.default_rng(seed)
         n_inputs = obs.shape[1]
         order = np.stack(

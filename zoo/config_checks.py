@@ -27,6 +27,17 @@ class ConfigError(ValueError):
 
 ConfigError.__module__ = "zoo.config"  # its public home (tracebacks, docs, pickles)
 
+USER_ERRORS: tuple[type[Exception], ...] = (
+    ConfigError,
+    FileNotFoundError,
+    NotADirectoryError,
+    PermissionError,
+)
+"""The user-error family: what a user can fix (a config, a value, a path they named), told in
+one line with exit 2 by ``attn-zoo``. A bare ``ValueError`` is not in it: raised deep in numpy
+or torch it is a bug, so a check of user input raises :class:`ConfigError` (a ``ValueError``
+too, for library callers that catch that)."""
+
 
 def nearest(name: str, choices: Iterable[str], n: int = 3) -> str:
     """``" Did you mean 'x'?"`` for the closest choices, or ``""``."""
@@ -336,7 +347,7 @@ COMMON_KEYS: dict[str, tuple[type, ...] | None] = {
     "save_freq": (int,),
     "budgets": (dict,),
     "matrix": (dict,),
-    "resources": (dict,),  # per matrix cell under --ray (zoo.ray_grid.cell_resources)
+    "resources": (dict,),  # per matrix cell under --ray (zoo.ray_cluster.cell_resources)
 }
 
 # Keys a config may not hold, with why: where a stranger's config must not choose.

@@ -14,7 +14,8 @@ import inspect
 import sys
 import typing
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,29 @@ def takes_order_seed(env_id: str) -> bool:
         return False
 
 
+@contextmanager
+def built_from(what: str) -> Iterator[None]:
+    """A ``ValueError`` or ``TypeError`` of a constructor given config values (an env's,
+    a wrapper's, a model's) as a :class:`ConfigError` naming ``what``: the config's to fix.
+
+    Only the construction is wrapped, so a ``ValueError`` later (a bug, numpy's own) stays
+    an internal error.
+
+    Example:
+        >>> with built_from("exp: env_kwargs {'size': -1}"):
+        ...     raise ValueError("size must be >= 1")
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: exp: env_kwargs {'size': -1} does not build: size must be >= 1
+    """
+    try:
+        yield
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{what} does not build: {err}") from err
+
+
 def make_env_fn(
     run: RunConfig,
     monitor_file: str | None = None,
@@ -176,12 +200,14 @@ def make_env_fn(
 
             gym.register_envs(ale_py)
         make_id, make_kwargs = make_args(env_id, env_kwargs)  # "attn_envs:" for subprocesses
-        env = gym.make(make_id, **make_kwargs)
+        with built_from(f"{run.name}: env {env_id!r} with env_kwargs {make_kwargs}"):
+            env = gym.make(make_id, **make_kwargs)
         if monitor_file is not None:  # Monitor opens its CSV itself, following a symlink:
             atomic_write(f"{monitor_file}.{Monitor.EXT}", b"")  # put a plain file in its place
         env = Monitor(env, filename=monitor_file)
-        for cls, kwargs in wrappers:
-            env = cls(env, **kwargs)
+        for i, (cls, kwargs) in enumerate(wrappers):
+            with built_from(f"{run.name}: env_wrapper[{i}] {cls.__name__}({kwargs})"):
+                env = cls(env, **kwargs)
         for wrap in extra_wrappers:
             env = wrap(env)
         return env
@@ -454,7 +480,8 @@ def make_model(
     hyper = resolve_hyperparams(run, algo)
     if probe and "buffer_size" in hyper:
         hyper["buffer_size"] = min(int(hyper["buffer_size"]), 1000)
-    with warnings.catch_warnings():
+    what = f"{run.name}: the {run.algo} model (policy, policy_kwargs, hyper-parameters)"
+    with warnings.catch_warnings(), built_from(what):
         if probe:
             warnings.filterwarnings("ignore", "You have specified a mini-batch size", UserWarning)
         return algo(

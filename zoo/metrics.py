@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attn_policies.atomic import atomic_path, open_append
+from zoo.config_checks import ConfigError
 
 if TYPE_CHECKING:  # SB3 is imported when these are built, not with this module
     from stable_baselines3.common.callbacks import BaseCallback
@@ -198,7 +199,7 @@ def read_metrics(run_dir: str | Path) -> Table:
     """The long table of a run folder: its ``metrics.csv``, else :func:`legacy_metrics`.
 
     Raises:
-        ValueError: a ``metrics.csv`` whose header is not :data:`COLUMNS`.
+        ConfigError: a ``metrics.csv`` whose header is not :data:`COLUMNS`.
     """
     path = Path(run_dir) / FILE
     if not path.is_file():
@@ -206,7 +207,7 @@ def read_metrics(run_dir: str | Path) -> Table:
     with path.open(newline="") as fh:
         rows = list(csv.reader(fh))
     if not rows or tuple(rows[0]) != COLUMNS:
-        raise ValueError(f"{path}: the header must be {','.join(COLUMNS)}")
+        raise ConfigError(f"{path}: the header must be {','.join(COLUMNS)}")
     return _table([(float(s), float(w) if w else math.nan, m, float(v)) for s, w, m, v in rows[1:]])
 
 

@@ -28,7 +28,7 @@ from matplotlib.lines import Line2D
 
 from attn_policies.atomic import atomic_path
 from attn_policies.canvas import new_figure, save_figure
-from zoo.config_checks import safe_yaml
+from zoo.config_checks import ConfigError, safe_yaml
 from zoo.metrics import read_metrics, series
 
 __all__ = ["find_run_dirs", "load_run", "plot_runs"]
@@ -271,15 +271,15 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path | None = None, x: str 
         The PNG path.
 
     Raises:
-        ValueError: for an unknown ``x``.
+        ConfigError: for an unknown ``x``, or no run folder.
         FileNotFoundError: for a path without run folders.
     """
     if x not in ("steps", "time"):
-        raise ValueError(f"x must be 'steps' or 'time', got {x!r}")
+        raise ConfigError(f"x must be 'steps' or 'time', got {x!r}")
     if isinstance(runs, (str, Path)):
         runs = [runs]
     if not runs:
-        raise ValueError("plot_runs needs at least one run folder")
+        raise ConfigError("plot_runs needs at least one run folder")
     folders = find_run_dirs(runs)
     data = [load_run(p, x) for p in folders]
     labels = _group_labels(data)

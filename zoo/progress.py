@@ -30,6 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from zoo.config_checks import ConfigError
+
 DEFAULT_EVERY = 30.0
 """Seconds between two progress lines."""
 
@@ -47,7 +49,7 @@ def configure(on: bool, every: float = DEFAULT_EVERY, stream: TextIO | None = No
         stream: where to write; default ``sys.stdout`` at the time of writing.
     """
     if not every > 0:
-        raise ValueError(f"the progress interval must be > 0 seconds, got {every}")
+        raise ConfigError(f"the progress interval must be > 0 seconds, got {every}")
     _settings.update(on=bool(on), every=float(every), stream=stream)
     _current["run"] = None
 

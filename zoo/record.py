@@ -34,7 +34,7 @@ from attn_policies.capture import attention_maps
 from attn_policies.nonlocal_cnn import NonLocalBlock
 from attn_policies.saliency import attention_saliency
 from zoo import factory
-from zoo.config import require_int
+from zoo.config import ConfigError, require_int
 from zoo.outputs import output_folder
 from zoo.runs import Run, load
 from zoo.video import (
@@ -378,12 +378,12 @@ def record(
         ``mp4v``.
 
     Raises:
-        ValueError: for a classifier run (no env to record) or ``n_steps < 1``.
+        ConfigError: for a classifier run (no env to record) or ``n_steps < 1``.
         FileNotFoundError: if the folder is not a run or holds no trained model.
     """
     handle = load(run)
     if handle.config.algo == "classifier":
-        raise ValueError(
+        raise ConfigError(
             f"{handle.path} is a classifier run (algo: classifier): there is no environment "
             "to record; `attn-zoo maps` draws its attention"
         )

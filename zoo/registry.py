@@ -29,6 +29,7 @@ import torch.nn
 
 from attn_policies.catalog import EXTRACTORS, POLICIES, import_object
 from attn_policies.catalog import resolve as resolve_name
+from zoo.config_checks import ConfigError
 
 ALLOWED_IMPORTS: tuple[str, ...] = (
     "attn_envs",
@@ -60,12 +61,12 @@ def allow_imports(packages: Iterable[str]) -> None:
     Only the person running the command says so; nothing in a config or a run folder does.
 
     Raises:
-        ValueError: a name that is not a dotted Python package name.
+        ConfigError: a name that is not a dotted Python package name.
     """
     names = list(packages)
     for name in names:
         if not _PACKAGE.fullmatch(name):
-            raise ValueError(f"--allow-import {name!r}: not a Python package name like 'my_pkg'")
+            raise ConfigError(f"--allow-import {name!r}: not a Python package name like 'my_pkg'")
     extra = [n for n in os.environ.get(ALLOW_IMPORT_ENV, "").split(",") if n]
     os.environ[ALLOW_IMPORT_ENV] = ",".join(dict.fromkeys([*extra, *names]))
 
@@ -81,23 +82,23 @@ def check_import(module: str, source: str) -> None:
     one such as ``venv.__main__``): importing runs its top-level code.
 
     Raises:
-        ValueError: naming ``source`` (what the config says) and how to allow the package.
+        ConfigError: naming ``source`` (what the config says) and how to allow the package.
 
     Example:
         >>> check_import("this", "env 'this:CartPole-v1'")
         Traceback (most recent call last):
         ...
-        ValueError: env 'this:CartPole-v1': a config imports only from ... --allow-import this
+        zoo.config.ConfigError: env 'this:CartPole-v1': a config imports ... --allow-import this
     """
     parts = module.split(".")
     if not _PACKAGE.fullmatch(module) or any(p.startswith("_") for p in parts):
-        raise ValueError(
+        raise ConfigError(
             f"{source}: {module!r} is not a public module path (a config never imports a "
             "private module such as __main__)"
         )
     if any(module == p or module.startswith(p + ".") for p in allowed_imports()):
         return
-    raise ValueError(
+    raise ConfigError(
         f"{source}: a config imports only from {', '.join(ALLOWED_IMPORTS)} (an import runs "
         f"the module's code); if you trust {parts[0]!r}, add --allow-import {parts[0]}"
     )
@@ -109,7 +110,7 @@ def import_module(module: str, source: str) -> Any:
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as err:
-        raise ValueError(f"{source}: cannot import module {module!r}: {err}") from err
+        raise ConfigError(f"{source}: cannot import module {module!r}: {err}") from err
 
 
 def import_path(path: str, what: str) -> Any:
@@ -120,17 +121,17 @@ def import_path(path: str, what: str) -> Any:
         >>> import_path("stable_baselines3.common.policies:BasePolicy.load", "policy")
         Traceback (most recent call last):
         ...
-        ValueError: policy 'stable_baselines3.common.policies:BasePolicy.load' names an ...
+        zoo.config.ConfigError: policy 'stable_baselines3.common.policies:BasePolicy.load' ...
     """
     source = f"{what} {path!r}"
     module_name, sep, name = path.partition(":")
     if not sep:
         module_name, _, name = path.rpartition(".")
     if not module_name or not name:
-        raise ValueError(f"{source} is not an import path like 'package.module:Name'")
+        raise ConfigError(f"{source} is not an import path like 'package.module:Name'")
     if not name.isidentifier() or name.startswith("_"):
         what_it_is = "an attribute of " if "." in name else ""
-        raise ValueError(
+        raise ConfigError(
             f"{source} names {what_it_is}{name.split('.')[0]!r}; a config names a public class "
             "or function of a module ('package.module:Name'), never an attribute of one"
         )
@@ -140,7 +141,7 @@ def import_path(path: str, what: str) -> Any:
     except AttributeError:
         close = difflib.get_close_matches(name, [n for n in dir(module) if not n.startswith("_")])
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(
+        raise ConfigError(
             f"{source}: module {module_name!r} has no attribute {name!r}{hint}"
         ) from None
 
@@ -155,7 +156,7 @@ def check_env_ids(body: Mapping[str, Any], where: str) -> None:
         >>> check_env_ids({"curriculum": [{"env": "evil:CartPole-v1"}]}, "x")
         Traceback (most recent call last):
         ...
-        ValueError: x: env 'evil:CartPole-v1': a config imports only from ... --allow-import evil
+        zoo.config.ConfigError: x: env 'evil:CartPole-v1': a config imports ... --allow-import evil
     """
     for key, value in body.items():
         if key == "env" and isinstance(value, str) and ":" in value:
@@ -249,20 +250,20 @@ def _base_classes() -> dict[str, tuple[type, ...]]:
 
 
 def check_kind(kind: str, name: str, obj: Any) -> Any:
-    """``obj`` if it is a class of the expected kind, else a ``ValueError`` naming it.
+    """``obj`` if it is a class of the expected kind, else a :class:`ConfigError` naming it.
 
     Example:
         >>> check_kind("wrapper", "os:system", __import__("os").system)
         Traceback (most recent call last):
         ...
-        ValueError: wrapper 'os:system' is a builtin_function_or_method, not a subclass of Wrapper
+        zoo.config.ConfigError: wrapper 'os:system' is a builtin_function_or_method, not a ...
     """
     bases = _base_classes()[kind]
     if isinstance(obj, type) and issubclass(obj, bases):
         return obj
     what = f"class {obj.__name__}" if isinstance(obj, type) else type(obj).__name__
     names = " or ".join(b.__name__ for b in bases)
-    raise ValueError(f"{kind} {name!r} is a {what}, not a subclass of {names}")
+    raise ConfigError(f"{kind} {name!r} is a {what}, not a subclass of {names}")
 
 
 def resolve(kind: str, name: str) -> Any:
@@ -273,7 +274,7 @@ def resolve(kind: str, name: str) -> Any:
         name: a short name of that registry, or an import path.
 
     Raises:
-        ValueError: naming the nearest short names when ``name`` is neither.
+        ConfigError: naming the nearest short names when ``name`` is neither.
 
     Example:
         >>> resolve("algo", "double_dqn").__name__
@@ -281,7 +282,7 @@ def resolve(kind: str, name: str) -> Any:
         >>> resolve("wrapper", "ShuffleObservaton")
         Traceback (most recent call last):
         ...
-        ValueError: unknown wrapper 'ShuffleObservaton'. Did you mean 'ShuffleObservation', ...
+        zoo.config.ConfigError: unknown wrapper 'ShuffleObservaton'. Did you mean ...
     """
     registry = REGISTRIES[kind]
     key = name.lower() if kind in ("activation", "optimizer") else name
@@ -291,7 +292,11 @@ def resolve(kind: str, name: str) -> Any:
         return check_kind(kind, name, import_object(registry[key]))
     if "." in name or ":" in name:
         return check_kind(kind, name, import_path(name, kind))
-    return check_kind(kind, name, resolve_name(name, registry, kind))  # unknown: nearest names
+    try:
+        found = resolve_name(name, registry, kind)
+    except ValueError as err:  # the library's message: unknown, with the nearest names
+        raise ConfigError(str(err)) from None
+    return check_kind(kind, name, found)
 
 
 def resolve_module_builder(name: str, what: str = "policy", presets: Collection[str] = ()) -> Any:
@@ -318,7 +323,7 @@ def resolve_module_builder(name: str, what: str = "policy", presets: Collection[
         obj = import_path(name, what)
     if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
         return obj
-    raise ValueError(f"{what} {name!r} is a {type(obj).__name__}, not a torch.nn.Module subclass")
+    raise ConfigError(f"{what} {name!r} is a {type(obj).__name__}, not a torch.nn.Module subclass")
 
 
 def resolve_function(name: str, what: str) -> Any:
@@ -329,14 +334,14 @@ def resolve_function(name: str, what: str) -> Any:
         >>> resolve_function("zoo.runs:contextmanager", "action_fn")
         Traceback (most recent call last):
         ...
-        ValueError: action_fn 'zoo.runs:contextmanager' is a standard-library function; ...
+        zoo.config.ConfigError: action_fn 'zoo.runs:contextmanager' is a standard-library ...
     """
     obj = import_path(name, what)
     if not inspect.isfunction(obj):
-        raise ValueError(f"{what} {name!r} is a {type(obj).__name__}, not a Python function")
+        raise ConfigError(f"{what} {name!r} is a {type(obj).__name__}, not a Python function")
     root = (obj.__module__ or "").split(".")[0]
     if root in sys.stdlib_module_names or root == "builtins":
-        raise ValueError(
+        raise ConfigError(
             f"{what} {name!r} is a standard-library function; give a function of your package"
         )
     return obj

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from attn_policies.atomic import atomic_write
+from zoo.config_checks import ConfigError
 from zoo.metrics import read_metrics, series
 from zoo.plots import rolling_mean
 
@@ -122,7 +123,7 @@ def copy_half(run: str | Path, out: str | Path) -> Path:
     can change a greedy policy's actions.
 
     Raises:
-        ValueError: ``run`` is not finished, or ``out`` exists.
+        ConfigError: ``run`` is not finished, or ``out`` exists.
         FileNotFoundError: ``run`` has none of :data:`STATE_DICTS`.
     """
     import torch  # the summaries that only read CSVs need not load torch
@@ -130,9 +131,9 @@ def copy_half(run: str | Path, out: str | Path) -> Path:
     run, out = Path(run), Path(out)
     status = json.loads((run / "status.json").read_text())
     if status.get("state") != "finished":
-        raise ValueError(f"{run}: not finished (state {status.get('state')!r})")
+        raise ConfigError(f"{run}: not finished (state {status.get('state')!r})")
     if out.exists():
-        raise ValueError(f"{out} exists already")
+        raise ConfigError(f"{out} exists already")
     weights = [name for name in STATE_DICTS if (run / name).is_file()]
     if not weights:
         raise FileNotFoundError(f"{run}: none of {', '.join(STATE_DICTS)}")
@@ -272,7 +273,7 @@ def replace_block(path: str | Path, name: str, text: str) -> bool:
     whether the file changed (it is rewritten only then).
 
     Raises:
-        ValueError: the file lacks the pair of markers, or has it more than once.
+        ConfigError: the file lacks the pair of markers, or has it more than once.
 
     Example:
         >>> import tempfile
@@ -286,7 +287,7 @@ def replace_block(path: str | Path, name: str, text: str) -> bool:
     opens = [i for i, line in enumerate(lines) if line.startswith(f"<!-- {name}:")]
     closes = [i for i, line in enumerate(lines) if line.strip() == f"<!-- /{name} -->"]
     if len(opens) != 1 or len(closes) != 1 or closes[0] < opens[0]:
-        raise ValueError(f"{path}: needs one '<!-- {name}: ... -->' ... '<!-- /{name} -->' pair")
+        raise ConfigError(f"{path}: needs one '<!-- {name}: ... -->' ... '<!-- /{name} -->' pair")
     old = "".join(lines)
     new = "".join([*lines[: opens[0] + 1], text.rstrip("\n") + "\n", *lines[closes[0] :]])
     if new == old:

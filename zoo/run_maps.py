@@ -48,6 +48,7 @@ from attn_policies.canvas import new_figure, save_figure
 from attn_policies.capture import attention_maps
 from attn_policies.saliency import attention_saliency
 from zoo import factory
+from zoo.config_checks import ConfigError
 from zoo.outputs import output_folder
 from zoo.plots import run_identity
 from zoo.record import (
@@ -104,7 +105,7 @@ def run_maps(
         The PNG paths.
 
     Raises:
-        ValueError: if the model has no attention layer, or none of its layers fits a figure.
+        ConfigError: if the model has no attention layer, or none of its layers fits a figure.
         FileNotFoundError: if the folder is not a run or holds no trained model.
     """
     handle = load(run)
@@ -112,7 +113,7 @@ def run_maps(
     out.mkdir(parents=True, exist_ok=True)
     model = handle.model(which)
     if not has_attention(model):
-        raise ValueError(
+        raise ConfigError(
             f"{handle.path}: the model ({model_name(model)}) has no attention layer, so there "
             "are no attention maps to draw"
         )
@@ -208,7 +209,7 @@ def _egocentric_maps(
     maps = model_attention(model, best[None])
     layer = pick_layer({k: v for k, v in maps.items() if v.shape[-1] == cells[0].size})
     if layer is None:
-        raise ValueError(
+        raise ConfigError(
             f"{handle.path}: no attention layer has the view's {cells[0].size} cells as keys"
         )
     fig = plot_grid_attention(
@@ -230,7 +231,7 @@ def _egocentric_maps(
 def _feature_map(handle: Run, model: Any, out: Path, which: str, seed: int) -> Path:
     """Thesis fig. 4.4.2 over a short rollout of one env (normalised as in training)."""
     if handle.config.body.get("frame_stack"):
-        raise ValueError(
+        raise ConfigError(
             f"{handle.path}: feature maps need the env's own observations, but frame_stack "
             "stacks them outside the env; stack inside the env (its 'stack' argument) instead"
         )
@@ -331,7 +332,7 @@ def _image_maps(handle: Run, model: Any, out: Path, which: str, seed: int) -> li
     finally:
         venv.close()
     if not paths:
-        raise ValueError(
+        raise ConfigError(
             f"{handle.path}: no attention layer has keys that are image positions or patches: "
             f"{', '.join(skipped)}"
         )
@@ -349,7 +350,7 @@ def _vector_map(handle: Run, model: Any, out: Path, venv: VecEnv, seed: int) -> 
         maps = model_attention(model, obs, state, starts)
         layer = layer or pick_layer(maps)
         if layer is None:
-            raise ValueError(f"{handle.path}: the forward pass recorded no attention")
+            raise ConfigError(f"{handle.path}: the forward pass recorded no attention")
         panels.append(maps[layer][0])  # (heads, queries, keys)
         if t < FEATURE_STEPS - 1:
             action, state = model.predict(
@@ -401,7 +402,7 @@ def _classifier_maps(handle: Run, model: Any, out: Path, seed: int) -> list[Path
         side = math.isqrt(weights.shape[-1])
         grid = (side, side)
     if grid[0] * grid[1] != weights.shape[-1]:
-        raise ValueError(f"{handle.path}: {weights.shape[-1]} attention keys are not a grid")
+        raise ConfigError(f"{handle.path}: {weights.shape[-1]} attention keys are not a grid")
     images = x[:, 0].numpy()
     # Nodes of a stride-1 valid-conv stem sit at the centres of their receptive fields: the
     # grid covers the image's middle, (H - rows) / 2 pixels in from each side.
