@@ -582,3 +582,30 @@ def test_a_refused_resume_leaves_the_run_folder_byte_identical(tmp_path: Path, a
     after = _snapshot(path)
     assert sorted(after) == sorted(before)
     assert [name for name in before if after[name] != before[name]] == []
+
+
+@pytest.mark.parametrize(("threads", "expected"), [(None, 1), (2, 2)], ids=["unset", "set"])
+def test_a_run_takes_one_torch_thread_unless_its_config_says(
+    tmp_path: Path, threads: int | None, expected: int
+) -> None:
+    # torch's default (a thread per core) lost 70% of its speed beside one busy process on
+    # 2 cores; the rule and its measurement: benchmarks/load.py.
+    import torch
+
+    seen: list[int] = []
+
+    class Threads(BaseCallback):
+        def _on_step(self) -> bool:
+            seen.append(torch.get_num_threads())
+            return True
+
+    body = {**CARTPOLE_PPO, "n_timesteps": 64, "eval": {"freq": 0, "final_episodes": 1}}
+    if threads is not None:
+        body["torch_threads"] = threads
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)  # what the process had before: neither answer
+    try:
+        zoo.train(write_config(tmp_path, "cart", body), root=tmp_path, callbacks=[Threads()])
+    finally:
+        torch.set_num_threads(before)
+    assert seen and set(seen) == {expected}

@@ -46,6 +46,8 @@ from zoo.config import ConfigError, RunConfig, load_runs, require_int
 from zoo.run_lock import RunLock, RunLockedError
 from zoo.trainers import get_trainer
 
+DEFAULT_TORCH_THREADS = 1  # a run's torch threads when its config sets no torch_threads
+
 
 def read_json(path: Path) -> Any:
     """A run file's JSON; a damaged one is one :class:`ConfigError` naming it."""
@@ -281,8 +283,11 @@ def _execute(
     lock: RunLock | None = None,
 ) -> Run:
     trainer = get_trainer(handle.config.algo)
-    if handle.config.get("torch_threads"):  # every trainer honours the key the same way
-        torch.set_num_threads(int(handle.config.get("torch_threads")))
+    # Every trainer honours the key the same way. Unset, a run takes one thread: beside one
+    # busy process torch's default (a thread per core) fell to 0.3x its alone speed on 2
+    # cores, one thread kept a core to itself (benchmarks/load.py). Parallel work comes from
+    # processes (SubprocVecEnv, evaluator workers), each with its own thread.
+    torch.set_num_threads(int(handle.config.get("torch_threads") or DEFAULT_TORCH_THREADS))
     wall = float(handle.status.get("wall_seconds", 0.0))
     start = time.perf_counter()
 
