@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from _contract import assert_env_contract
+from _swingup import REST, assert_fills_the_harder_box, assert_gaussian_around_hanging
 from gymnasium.error import ResetNeeded
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from hypothesis import given, settings
@@ -19,10 +20,6 @@ from attn_envs.envs.cartpole_swingup import (
     render_frame,
     swingup_observation,
 )
-
-REST = np.array([0.0, 0.0, math.pi, 0.0])
-HARDER_SPAN = np.array([2.4, 10.0, math.pi / 2, 10.0])
-
 
 # --- independent scalar reference, written from the E3 formulas in plain Python -------------
 
@@ -126,17 +123,11 @@ def _single_starts(harder: bool, n: int = 2000) -> np.ndarray:
 
 
 def test_harder_reset_fills_the_box() -> None:
-    offsets = (_single_starts(harder=True) - REST) / HARDER_SPAN
-    assert np.all(offsets >= -1.0) and np.all(offsets < 1.0)
-    np.testing.assert_array_less(offsets.min(axis=0), -0.98)
-    np.testing.assert_array_less(0.98, offsets.max(axis=0))
-    np.testing.assert_allclose(offsets.mean(axis=0), 0.0, atol=0.05)  # uniform, not clustered
+    assert_fills_the_harder_box(_single_starts(harder=True))
 
 
 def test_easy_reset_is_gaussian_around_hanging() -> None:
-    starts = _single_starts(harder=False)
-    np.testing.assert_allclose(starts.mean(axis=0), REST, atol=0.02)
-    np.testing.assert_allclose(starts.std(axis=0), 0.2, atol=0.01)
+    assert_gaussian_around_hanging(_single_starts(harder=False))
 
 
 def test_upright_start_pays_about_one_a_step() -> None:

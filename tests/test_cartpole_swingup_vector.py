@@ -3,10 +3,9 @@ each copy plays what the single env plays."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
+from _swingup import HARDER_SPAN, REST, assert_fills_the_harder_box, assert_gaussian_around_hanging
 from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode
 from hypothesis import given, settings
@@ -14,10 +13,6 @@ from hypothesis import strategies as st
 
 from attn_envs.envs.cartpole_swingup import CartPoleSwingUpEnv, sample_initial_states
 from attn_envs.envs.cartpole_swingup_vector import CartPoleSwingUpVectorEnv
-
-REST = np.array([0.0, 0.0, math.pi, 0.0])
-HARDER_SPAN = np.array([2.4, 10.0, math.pi / 2, 10.0])
-
 
 # --- (b) batched vs single ---------------------------------------------------------------------
 
@@ -177,17 +172,11 @@ def _vector_starts(harder: bool, n: int = 2000) -> np.ndarray:
 
 
 def test_harder_reset_fills_the_box() -> None:
-    offsets = (_vector_starts(harder=True) - REST) / HARDER_SPAN
-    assert np.all(offsets >= -1.0) and np.all(offsets < 1.0)
-    np.testing.assert_array_less(offsets.min(axis=0), -0.98)
-    np.testing.assert_array_less(0.98, offsets.max(axis=0))
-    np.testing.assert_allclose(offsets.mean(axis=0), 0.0, atol=0.05)  # uniform, not clustered
+    assert_fills_the_harder_box(_vector_starts(harder=True))
 
 
 def test_easy_reset_is_gaussian_around_hanging() -> None:
-    starts = _vector_starts(harder=False)
-    np.testing.assert_allclose(starts.mean(axis=0), REST, atol=0.02)
-    np.testing.assert_allclose(starts.std(axis=0), 0.2, atol=0.01)
+    assert_gaussian_around_hanging(_vector_starts(harder=False))
 
 
 @pytest.mark.parametrize("harder", [False, True])
