@@ -29,7 +29,7 @@ def test_r_squared_recovers_linear_targets_and_ignores_noise() -> None:
 
 
 def test_input_regression_on_a_trained_pi_agent(tmp_path: Path) -> None:
-    run = zoo.train("cartpole_pi", budget="smoke", root=tmp_path)
+    run = zoo.train("cartpole_pi_x0", budget="smoke", root=tmp_path)
     shuffled = input_regression(run, n_episodes=6, seed=3)
     plain = input_regression(run, n_episodes=6, seed=3, shuffle=False)
     assert list(shuffled["inputs"]) == list(CARTPOLE_INPUTS)

@@ -24,7 +24,7 @@ from zoo.robustness_tables import write_table
 # CMA-ES smoke runs trained once per session (xdist workers share them).
 @pytest.fixture(scope="module")
 def pi_run(tmp_path_factory: pytest.TempPathFactory) -> zoo.Run:
-    return zoo.load(trained(tmp_path_factory, "cartpole_pi_smoke", "cartpole_pi"))
+    return zoo.load(trained(tmp_path_factory, "cartpole_pi_smoke", "cartpole_pi_x0"))
 
 
 @pytest.fixture(scope="module")

@@ -60,7 +60,7 @@ def test_grid_runs_shuffle_and_mask_whole_cells() -> None:
 
 
 def test_train_ratio_of_every_kind_of_run() -> None:
-    (config,) = zoo.load_runs("cartpole_pi", budget="smoke")
+    (config,) = zoo.load_runs("cartpole_pi_x0", budget="smoke")
 
     def with_body(**body: object) -> zoo.RunConfig:
         return dataclasses.replace(config, body={**config.body, **body})

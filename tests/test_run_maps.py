@@ -169,7 +169,7 @@ def test_models_without_attention_raise(tmp_path_factory: pytest.TempPathFactory
 def test_cmaes_attention_neuron_queries_by_observation_entry(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run = trained(tmp_path_factory, "cartpole_pi", "cartpole_pi")
+    run = trained(tmp_path_factory, "cartpole_pi", "cartpole_pi_x0")
     calls = spy(monkeypatch, "plot_feature_attention")
     out = tmp_path_factory.mktemp("pi_maps")
     (path,) = run_maps(run, out_dir=out)

@@ -56,6 +56,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _run_size(run: RunConfig) -> tuple[int, str]:
     """``(env steps or 0 when unknown in advance, how the run's length is counted)``."""
     body = run.body
+    if run.algo == "recipe":
+        from zoo.trainers.recipe_trainer import plan, stage_config
+
+        sizes = [(s.name, _run_size(stage_config(run, s, None))) for s in plan(run)]
+        steps = sum(size[0] for _, size in sizes)
+        return steps, f"{len(sizes)} stages ({'; '.join(f'{n}: {t}' for n, (_, t) in sizes)})"
     if run.algo == "cmaes":
         episodes = int(body.get("population", 256)) * int(body.get("repeats", 16))
         return 0, f"{int(body.get('n_generations', 0)):,} generations x {episodes:,} episodes"

@@ -381,7 +381,7 @@ def record(
         ConfigError: for a classifier run (no env to record) or ``n_steps < 1``.
         FileNotFoundError: if the folder is not a run or holds no trained model.
     """
-    handle = load(run)
+    handle = load(run).acting()
     if handle.config.algo == "classifier":
         raise ConfigError(
             f"{handle.path} is a classifier run (algo: classifier): there is no environment "

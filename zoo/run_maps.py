@@ -108,7 +108,7 @@ def run_maps(
         ConfigError: if the model has no attention layer, or none of its layers fits a figure.
         FileNotFoundError: if the folder is not a run or holds no trained model.
     """
-    handle = load(run)
+    handle = load(run).acting()
     out = Path(out_dir) if out_dir is not None else output_folder(handle.path)
     out.mkdir(parents=True, exist_ok=True)
     model = handle.model(which)

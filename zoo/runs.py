@@ -83,6 +83,12 @@ class Run:
         """The trained model: ``"best"`` (kept by evaluation, else the final one) or ``"last"``."""
         return get_trainer(self.config.algo).load(self.path, self.config, which)
 
+    def acting(self) -> Run:
+        """The run whose model acts: a recipe's final stage (``algo: recipe``), else itself.
+        Recording and attention maps build the agent's env from this run's config."""
+        final = getattr(get_trainer(self.config.algo), "final_stage", None)
+        return self if final is None else final(self.path, self.config)
+
     def write_status(self, **fields: Any) -> None:
         with _STATUS_LOCK:  # the wall clock's thread writes too
             now = datetime.now().isoformat(timespec="seconds")

@@ -30,13 +30,14 @@ MODULES = {
     "bc": "bc_trainer",
     "dagger": "dagger_trainer",
     "apg": "apg_trainer",
+    "recipe": "recipe_trainer",
 }
 IMPORT_PATH_MODULE = "sb3_trainer"
 
 
 def get_trainer(algo: str) -> Trainer:
     """The trainer for an ``algo`` value (SB3 algorithms, import paths, ``classifier``,
-    ``cmaes``, ``bc``, ``dagger``, ``apg``).
+    ``cmaes``, ``bc``, ``dagger``, ``apg``, ``recipe``).
 
     Raises:
         ConfigError: for an unknown ``algo``, naming the nearest known ones.
