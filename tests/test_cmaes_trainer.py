@@ -30,7 +30,7 @@ def progress(path: Path) -> list[dict[str, str]]:
 
 
 def test_cartpole_pi_smoke_run_folder_and_evaluation(tmp_path: Path) -> None:
-    run = zoo.train("cartpole_pi", budget="smoke", root=tmp_path)
+    run = zoo.train("cartpole_pi_x0", budget="smoke", root=tmp_path)
     body = run.config.body
     files = {p.name for p in run.path.iterdir()}
     assert {"model.pt", "best_model.pt", "progress.csv", "evaluations.json", "eval.json"} <= files
@@ -76,16 +76,16 @@ LONGER = {"n_generations": 4, "eval.freq": 2}
 
 
 def test_interrupt_and_resume_continue_bit_for_bit(tmp_path: Path) -> None:
-    straight = zoo.train("cartpole_pi", budget="smoke", overrides=LONGER, root=tmp_path / "a")
+    straight = zoo.train("cartpole_pi_x0", budget="smoke", overrides=LONGER, root=tmp_path / "a")
     with pytest.raises(KeyboardInterrupt):
         zoo.train(
-            "cartpole_pi",
+            "cartpole_pi_x0",
             budget="smoke",
             overrides=LONGER,
             root=tmp_path / "b",
             callbacks=[InterruptAt(3)],
         )
-    (path,) = (tmp_path / "b" / "cartpole_pi").iterdir()
+    (path,) = (tmp_path / "b" / "cartpole_pi_x0").iterdir()
     status = json.loads((path / "status.json").read_text())
     assert (status["state"], status["generation"]) == ("interrupted", 3)
     assert not (path / "model.pt").exists()
@@ -103,7 +103,8 @@ def test_interrupt_and_resume_continue_bit_for_bit(tmp_path: Path) -> None:
 
 def test_pgpe_run_from_a_warm_start_resumes_bit_for_bit(tmp_path: Path) -> None:
     # E3's PGPE config: the same loop as CMA-ES, started at the committed CMA-ES agent
-    straight = zoo.train("cartpole_pi_pgpe", budget="smoke", overrides=LONGER, root=tmp_path / "a")
+    warm = {**LONGER, "init": str(ROOT / "results/cartpole_pi/pi_warm_T300")}
+    straight = zoo.train("cartpole_pi_pgpe", budget="smoke", overrides=warm, root=tmp_path / "a")
     assert straight.config.body["es"] == "pgpe"
     assert {p.name for p in (straight.path / "checkpoints").iterdir()} == {
         "pgpe_state-4.npz",
@@ -111,7 +112,7 @@ def test_pgpe_run_from_a_warm_start_resumes_bit_for_bit(tmp_path: Path) -> None:
         "trainer.json",
     }
     with pytest.raises(KeyboardInterrupt):
-        zoo.train("cartpole_pi_pgpe", budget="smoke", overrides=LONGER, root=tmp_path / "b",
+        zoo.train("cartpole_pi_pgpe", budget="smoke", overrides=warm, root=tmp_path / "b",
                   callbacks=[InterruptAt(3)])  # fmt: skip
     (path,) = (tmp_path / "b" / "cartpole_pi_pgpe").iterdir()
     resumed = zoo.resume(path)
@@ -181,7 +182,7 @@ def test_process_pool_run_matches_batched_run(tmp_path: Path) -> None:
 
 
 def test_duplicated_inputs_with_half_output_scale_reproduce_the_agent(tmp_path: Path) -> None:
-    run = zoo.train("cartpole_pi", budget="smoke", root=tmp_path)
+    run = zoo.train("cartpole_pi_x0", budget="smoke", root=tmp_path)
     trainer = get_trainer("cmaes")
     kwargs: dict[str, Any] = {"n_episodes": 3, "seed": 7}
     plain = trainer.episode_returns(run.path, run.config, **kwargs)

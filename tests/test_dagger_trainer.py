@@ -15,7 +15,7 @@ from _metrics import metrics_match_own_table, same_metrics
 import zoo
 from attn_policies.es_policies import AttentionNeuronPolicy
 from zoo.config import ConfigError
-from zoo.trainers import es_rollout
+from zoo.trainers import dagger_trainer, es_rollout
 from zoo.trainers.dagger_trainer import load_teacher
 
 
@@ -35,7 +35,7 @@ def state(file: Path) -> dict[str, torch.Tensor]:
 
 def test_smoke_bc_then_warm_cmaes_from_it(teacher: Path, tmp_path: Path) -> None:
     bc = zoo.train(
-        "cartpole_pi_bc", budget="smoke", overrides={"teacher": str(teacher)}, root=tmp_path
+        "cartpole_pi_dagger", budget="smoke", overrides={"teacher": str(teacher)}, root=tmp_path
     )
     files = {p.name for p in bc.path.iterdir()}
     assert {"model.pt", "best_model.pt", "progress.csv", "evaluations.json", "eval.json"} <= files
@@ -49,12 +49,12 @@ def test_smoke_bc_then_warm_cmaes_from_it(teacher: Path, tmp_path: Path) -> None
     assert zoo.evaluate(bc.path)["policies"] == bc.eval["policies"]
 
     overrides = {"init": str(bc.path)}
-    (warm_config,) = zoo.load_runs("cartpole_pi_warm", budget="smoke", overrides=overrides)
+    (warm_config,) = zoo.load_runs("cartpole_pi_warm_search", budget="smoke", overrides=overrides)
     x0 = es_rollout.init_vector(warm_config)
     best = state(bc.path / "best_model.pt")
     flat = torch.cat([best[k].reshape(-1) for k in student.state_dict()]).numpy()
     np.testing.assert_array_equal(x0, flat.astype(np.float64))  # CMA-ES starts at the student
-    warm = zoo.train("cartpole_pi_warm", budget="smoke", overrides=overrides, root=tmp_path)
+    warm = zoo.train("cartpole_pi_warm_search", budget="smoke", overrides=overrides, root=tmp_path)
     assert warm.status["state"] == "finished" and warm.status["generation"] == 2
 
 
@@ -70,16 +70,18 @@ class InterruptAt:
 
 def test_interrupt_and_resume_continue_bit_for_bit(teacher: Path, tmp_path: Path) -> None:
     overrides = {"teacher": str(teacher), "n_rounds": 3, "keep_rounds": 2}
-    straight = zoo.train("cartpole_pi_bc", budget="smoke", overrides=overrides, root=tmp_path / "a")
+    straight = zoo.train(
+        "cartpole_pi_dagger", budget="smoke", overrides=overrides, root=tmp_path / "a"
+    )
     with pytest.raises(KeyboardInterrupt):
         zoo.train(
-            "cartpole_pi_bc",
+            "cartpole_pi_dagger",
             budget="smoke",
             overrides=overrides,
             root=tmp_path / "b",
             callbacks=[InterruptAt(2)],
         )
-    (path,) = (tmp_path / "b" / "cartpole_pi_bc").iterdir()
+    (path,) = (tmp_path / "b" / "cartpole_pi_dagger").iterdir()
     assert json.loads((path / "status.json").read_text())["state"] == "interrupted"
     assert not (path / "model.pt").exists()
     assert json.loads((path / "checkpoints" / "trainer.json").read_text())["round"] == 2
@@ -109,9 +111,9 @@ def test_bad_teacher_is_one_config_error_and_nothing_written(
     tmp_path: Path, folder: str, message: str
 ) -> None:
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ConfigError, match=rf"cartpole_pi_bc: 'teacher': {message}") as err:
+    with pytest.raises(ConfigError, match=rf"cartpole_pi_dagger: 'teacher': {message}") as err:
         zoo.train(
-            "cartpole_pi_bc",
+            "cartpole_pi_dagger",
             budget="smoke",
             overrides={"teacher": str(tmp_path / folder)},
             root=tmp_path / "runs",
@@ -129,7 +131,7 @@ def test_bad_handover_is_one_config_error_and_nothing_written(
 ) -> None:
     with pytest.raises(ConfigError, match=message) as err:
         zoo.train(
-            "cartpole_pi_bc",
+            "cartpole_pi_dagger",
             budget="smoke",
             overrides={"teacher": str(teacher), "handover": value},
             root=tmp_path / "runs",
@@ -152,7 +154,9 @@ def test_bc_mode_collects_then_trains_and_resumes_bit_for_bit(
     teacher: Path, tmp_path: Path
 ) -> None:
     overrides = {"teacher": str(teacher), **BC_MODE}
-    straight = zoo.train("cartpole_pi_bc", budget="smoke", overrides=overrides, root=tmp_path / "a")
+    straight = zoo.train(
+        "cartpole_pi_dagger", budget="smoke", overrides=overrides, root=tmp_path / "a"
+    )
     table = rounds(straight.path)
     assert [(r["beta"], r["loss"], r["test_mean"]) for r in table[:2]] == [("1.0", "nan", "")] * 2
     assert all(float(r["loss"]) > 0 and r["test_mean"] for r in table[2:])
@@ -165,13 +169,13 @@ def test_bc_mode_collects_then_trains_and_resumes_bit_for_bit(
     for stop in (1, 3):  # mid-collection, mid-training
         with pytest.raises(KeyboardInterrupt):
             zoo.train(
-                "cartpole_pi_bc",
+                "cartpole_pi_dagger",
                 budget="smoke",
                 overrides=overrides,
                 root=tmp_path / str(stop),
                 callbacks=[InterruptAt(stop)],
             )
-        (path,) = (tmp_path / str(stop) / "cartpole_pi_bc").iterdir()
+        (path,) = (tmp_path / str(stop) / "cartpole_pi_dagger").iterdir()
         resumed = zoo.resume(path)
         drop = ("seconds",)
         assert [{k: v for k, v in r.items() if k not in drop} for r in rounds(resumed.path)] == [
@@ -218,13 +222,13 @@ def test_ant_bc_smoke_with_a_tiny_teacher(tmp_path: Path, name: str, params: int
 def test_tampered_checkpoint_is_one_config_error(teacher: Path, tmp_path: Path, name: str) -> None:
     with pytest.raises(KeyboardInterrupt):
         zoo.train(
-            "cartpole_pi_bc",
+            "cartpole_pi_dagger",
             budget="smoke",
             overrides={"teacher": str(teacher)},
             root=tmp_path,
             callbacks=[InterruptAt(1)],
         )
-    (path,) = (tmp_path / "cartpole_pi_bc").iterdir()
+    (path,) = (tmp_path / "cartpole_pi_dagger").iterdir()
     file = path / "checkpoints" / name
     file.write_bytes(file.read_bytes()[:60])
     with pytest.raises(ConfigError, match="unreadable DAgger checkpoint"):
@@ -234,13 +238,17 @@ def test_tampered_checkpoint_is_one_config_error(teacher: Path, tmp_path: Path, 
 
 def test_teacher_of_another_algo_is_refused_before_loading(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"'teacher': .*algo: double_dqn run; a teacher is"):
-        zoo.load_runs("cartpole_pi_bc", budget="smoke", overrides={"teacher": "results/doorkey"})
+        zoo.load_runs(
+            "cartpole_pi_dagger", budget="smoke", overrides={"teacher": "results/doorkey"}
+        )
 
 
 def test_teacher_temperature_softens_the_teachers_output(teacher: Path) -> None:
-    (hard,) = zoo.load_runs("cartpole_pi_bc", budget="smoke", overrides={"teacher": str(teacher)})
+    (hard,) = zoo.load_runs(
+        "cartpole_pi_dagger", budget="smoke", overrides={"teacher": str(teacher)}
+    )
     (soft,) = zoo.load_runs(
-        "cartpole_pi_bc",
+        "cartpole_pi_dagger",
         budget="smoke",
         overrides={"teacher": str(teacher), "teacher_temperature": 4},
     )
@@ -252,5 +260,31 @@ def test_teacher_temperature_softens_the_teachers_output(teacher: Path) -> None:
         torch.testing.assert_close(load_teacher(soft)(obs)[0], torch.tanh(pre / 4))
     for bad, message in ((0, "must be > 0"), (-2.0, "must be > 0")):
         with pytest.raises(ConfigError, match=message):
-            zoo.train("cartpole_pi_bc", budget="smoke",
+            zoo.train("cartpole_pi_dagger", budget="smoke",
                       overrides={"teacher": str(teacher), "teacher_temperature": bad})  # fmt: skip
+
+
+def test_a_teacher_experiment_is_trained_into_the_run_folder_first(tmp_path: Path) -> None:
+    run = zoo.train("cartpole_pi_dagger", budget="smoke", run_dir=tmp_path / "run")
+    teacher = zoo.load(run.path / "teacher")
+    assert teacher.config.experiment == "cartpole_fnn" and teacher.config.budget == "smoke"
+    assert teacher.status["state"] == "finished"
+    assert run.status["state"] == "finished"
+    before = (teacher.path / "best_model.pt").stat().st_mtime_ns
+    run_config = run.config  # a finished teacher there is reused, not trained again
+    assert Path(dagger_trainer.teacher_folder(run_config, run.path)) == teacher.path
+    assert (teacher.path / "best_model.pt").stat().st_mtime_ns == before
+
+
+def test_a_teacher_experiment_mapping_is_checked_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    for teacher, message in (
+        ({"budget": "smoke"}, "needs 'experiment'"),
+        ({"experiment": "cartpole_fnn", "seed": 3}, "teacher takes"),
+        ({"experiment": "no_such_experiment"}, "unknown experiment"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            zoo.train("cartpole_pi_dagger", budget="smoke", overrides={"teacher": teacher},
+                      root=tmp_path)  # fmt: skip
+    assert not any(tmp_path.iterdir())

@@ -129,15 +129,19 @@ def test_a_teacher_stage_is_passed_to_a_cloning_stage(tmp_path: Path) -> None:
         ([{"experiment": "no_such_thing"}], "unknown experiment 'no_such_thing'"),
         ([{"experiment": "cartpole_pi_x0", "name": "a/b"}], "'name' must be letters"),
         (
-            [{"experiment": "cartpole_pi_x0", "name": "a"},
-             {"experiment": "cartpole_pi_tune", "name": "a"}],
+            [
+                {"experiment": "cartpole_pi_x0", "name": "a"},
+                {"experiment": "cartpole_pi_tune", "name": "a"},
+            ],
             "names are unique",
-        ),  # fmt: skip
+        ),
         (
-            [{"experiment": "cartpole_pi_x0", "init": "later"},
-             {"experiment": "cartpole_pi_tune", "name": "later"}],
+            [
+                {"experiment": "cartpole_pi_x0", "init": "later"},
+                {"experiment": "cartpole_pi_tune", "name": "later"},
+            ],
             "'init' must name an earlier stage",
-        ),  # fmt: skip
+        ),
         ([{"experiment": "cartpole_pi_x0", "overrides": {"seed": 3}}], "may not set 'seed'"),
         ([{"experiment": "cartpole_pi_x0", "overrides": {"n_generations": 0}}], "between 1"),
         ([{"experiment": "cartpole_pi"}], "cannot be a recipe"),

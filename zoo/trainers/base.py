@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,8 +25,9 @@ import numpy as np
 import torch
 from torch import nn
 
+import zoo
 from attn_policies.atomic import atomic_path, atomic_write, open_append
-from zoo.config_checks import ConfigError
+from zoo.config_checks import ConfigError, RunConfig
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
@@ -71,6 +73,35 @@ def load_init(module: ModuleT, source: str | Path, run_name: str, what: str) -> 
             f"{run_name}: 'init': {file} does not fit the run's {what} ({err})"
         ) from None
     return module
+
+
+TEACHER_KEYS = ("experiment", "budget", "overrides")
+
+
+def check_teacher_experiment(run: RunConfig, spec: dict[str, Any]) -> None:
+    """A ``teacher: {experiment, budget, overrides}`` mapping (a zoo experiment trained into
+    the run folder first): its keys, and the teacher's config validated as ``train`` would."""
+    if "experiment" not in spec:
+        raise ConfigError(f"{run.name}: teacher: a mapping needs 'experiment'")
+    unknown = sorted(set(spec) - set(TEACHER_KEYS))
+    if unknown:
+        raise ConfigError(f"{run.name}: teacher takes {list(TEACHER_KEYS)}, got {unknown}")
+    if not isinstance(spec.get("overrides") or {}, dict):
+        raise ConfigError(f"{run.name}: teacher.overrides must be a mapping of key -> value")
+
+
+def train_teacher_experiment(run: RunConfig, spec: dict[str, Any], folder: Path) -> Path:
+    """Train the teacher experiment ``spec`` into ``folder`` (with the run's seed and, unless
+    it says otherwise, its budget) and return it: a finished teacher there is reused, one cut
+    short by a kill continues from its checkpoint."""
+    if (folder / "status.json").exists() and not (folder / "eval.json").exists():
+        zoo.resume(folder)
+    elif not (folder / "eval.json").exists():
+        shutil.rmtree(folder, ignore_errors=True)  # killed before its status was written
+        zoo.train(spec["experiment"], budget=spec.get("budget", run.budget),
+                  overrides=dict(spec.get("overrides") or {}), seed=run.seed,
+                  run_dir=folder, command=f"teacher of {run.name}")  # fmt: skip
+    return folder
 
 
 def save_state_dict(module: nn.Module, file: Path) -> None:

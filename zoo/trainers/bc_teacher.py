@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pickle
 import shlex
-import shutil
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from gymnasium import spaces
 import zoo
 from zoo.config_checks import ConfigError, RunConfig
 from zoo.registry import resolve, resolve_function
+from zoo.trainers.base import train_teacher_experiment
 from zoo.trainers.sb3_state import normalizer
 from zoo.trainers.sb3_trainer import SB3Trainer
 
@@ -110,14 +110,7 @@ def load_teacher(
     norm_file: Path | None = None
     folder: Path | None = None
     if isinstance(spec, dict):
-        folder = path / "teacher"
-        if (folder / "status.json").exists() and not (folder / "eval.json").exists():
-            zoo.resume(folder)  # a teacher cut short by a kill continues from its checkpoint
-        elif not (folder / "eval.json").exists():
-            shutil.rmtree(folder, ignore_errors=True)  # killed before its status was written
-            zoo.train(spec["experiment"], budget=spec.get("budget", run.budget),
-                      overrides=dict(spec.get("overrides") or {}), seed=run.seed,
-                      run_dir=folder, command=f"teacher of {run.name}")  # fmt: skip
+        folder = train_teacher_experiment(run, spec, path / "teacher")
     elif Path(spec).is_dir():
         folder = Path(spec)
     teacher_run: RunConfig | None = None

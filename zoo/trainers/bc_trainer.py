@@ -99,7 +99,13 @@ from zoo.evaluation import episode_lists, eval_json, evaluate_policy, summary
 from zoo.metrics import BC_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve
 from zoo.trainers import state_dict_file
-from zoo.trainers.base import ProgressTable, load_init, load_state_dict, save_state_dict
+from zoo.trainers.base import (
+    ProgressTable,
+    check_teacher_experiment,
+    load_init,
+    load_state_dict,
+    save_state_dict,
+)
 from zoo.trainers.bc_collection import collect_parts, dagger_data, dagger_schedule, run_samples
 from zoo.trainers.bc_teacher import check_trusted, config_function, load_teacher
 from zoo.trainers.contract import KeyTypes, RunHandle, register
@@ -138,7 +144,6 @@ KEYS: dict[str, tuple[type, ...] | None] = {
 }
 ACTION_MODES = ("deterministic", "stochastic")
 STUDENT_KEYS = {"features_extractor_class", "features_extractor_kwargs", "net_arch"}
-TEACHER_KEYS = {"experiment", "budget", "overrides"}
 DEFAULT_EXTRACTOR = "stable_baselines3.common.torch_layers:FlattenExtractor"
 
 
@@ -223,13 +228,7 @@ class BCTrainer:
                 raise ConfigError(f"{run.name}: missing required key {key!r}")
         teacher = run.body["teacher"]
         if isinstance(teacher, dict):
-            if "experiment" not in teacher:
-                raise ConfigError(f"{run.name}: teacher: a mapping needs 'experiment'")
-            unknown = sorted(set(teacher) - TEACHER_KEYS)
-            if unknown:
-                raise ConfigError(
-                    f"{run.name}: teacher takes {sorted(TEACHER_KEYS)}, got {unknown}"
-                )
+            check_teacher_experiment(run, teacher)
         for key in ("n_timesteps", "dagger_steps", "dagger_epochs"):
             if int(run.body.get(key, 1)) < 1:
                 raise ConfigError(f"{run.name}: {key} must be >= 1")

@@ -9,9 +9,11 @@ article did it (``ant_pi_bc`` in zoo/configs/ant_bc.yml) is the same trainer wit
 
 Keys besides the common ones::
 
-    teacher: results/cartpole_pi/fnn   # a zoo run folder of an ES-style policy (its best
+    teacher: runs/cartpole_fnn/0-...   # a zoo run folder of an ES-style policy (its best
                                        # model, read as tensors only via zoo.load(...).model());
                                        # a relative path is from the working directory
+    # teacher: {experiment: cartpole_fnn, budget: cpu}   # or a zoo experiment trained into
+                                       # RUN/teacher first (budget: the run's unless given)
     teacher_temperature: null          # T: the teacher's output tanh(z) becomes tanh(z / T),
                                        # a softer target (E3's FNN is bang-bang: |z| ~ 260)
     env: attn_envs/CartPoleSwingUpHarder-v0
@@ -73,7 +75,7 @@ from zoo.trainers.cmaes_trainer import CMAESZooTrainer
 from zoo.trainers.contract import KeyTypes, RunHandle, register
 
 KEYS: dict[str, tuple[type, ...] | None] = {
-    "teacher": (str,),
+    "teacher": (str, dict),
     "teacher_temperature": (float, int),
     "env": (str,),
     "env_kwargs": (dict,),
@@ -164,10 +166,22 @@ def soften(model: nn.Module, temperature: float) -> nn.Module:
     return model
 
 
-def load_teacher(run: RunConfig) -> nn.Module:
+def teacher_folder(run: RunConfig, path: Path | None = None) -> Path:
+    """The teacher's run folder: ``teacher`` itself, or for an experiment mapping the run's
+    ``teacher/`` (trained there first when ``path``, the run folder, is given)."""
+    spec = run.body.get("teacher")
+    if not isinstance(spec, dict):
+        return Path(str(spec))
+    if path is None:
+        raise ConfigError(f"{run.name}: the teacher experiment is trained with the run")
+    return base.train_teacher_experiment(run, spec, path / "teacher")
+
+
+def load_teacher(run: RunConfig, path: Path | None = None) -> nn.Module:
     """The ``teacher`` run's best model (tensors only), softened by ``teacher_temperature``
-    when given (:func:`soften`); any failure is one ConfigError."""
-    source = Path(str(run.body.get("teacher")))
+    when given (:func:`soften`); any failure is one ConfigError. A teacher experiment is
+    trained into ``path / "teacher"`` first."""
+    source = teacher_folder(run, path)
     if not source.exists():
         hint = (
             f"make it with `attn-zoo import <the authors' AttentionNeuron/pretrained/"
@@ -216,14 +230,22 @@ class DAggerZooTrainer(CMAESZooTrainer):
         es_rollout.policy_builder(run)
         es_rollout.check_policy_memory(run)  # before anything builds the student
         dagger_config(run)
+        teacher = run.body["teacher"]
+        if isinstance(teacher, dict):
+            base.check_teacher_experiment(run, teacher)
+            budget = teacher.get("budget", run.budget)
+            zoo.load_runs(teacher["experiment"], budget=budget, overrides=teacher.get("overrides"))
         # A misfit teacher fails here; a missing one (the git-ignored imported ant_mlp) in
         # probe, still before anything is written, as algo: cmaes treats `init`.
-        if Path(str(run.body["teacher"])).exists():
+        elif Path(str(teacher)).exists():
             load_teacher(run)
 
     def probe(self, run: RunConfig) -> None:
-        """The student fits the env (one step), and so does the teacher."""
+        """The student fits the env (one step), and so does the teacher (one trained with
+        the run is built when it has been trained)."""
         super().probe(run)
+        if isinstance(run.body["teacher"], dict):
+            return
         teacher, spec = load_teacher(run), es_rollout.rollout_spec(run)
         env = spec.make_vector_env(1)
         try:
@@ -252,7 +274,8 @@ class DAggerZooTrainer(CMAESZooTrainer):
         with torch.random.fork_rng():  # the student's initial weights follow the run's seed
             torch.manual_seed(run.seed)
             student = es_rollout.policy_factory(run)()
-        dagger = DAgger(student, load_teacher(run), spec.make_vector_env, dagger_config(run))
+        teacher = load_teacher(run, path)
+        dagger = DAgger(student, teacher, spec.make_vector_env, dagger_config(run))
         evaluations: list[dict[str, Any]] = []
         if resume and (ckpt / "trainer.json").exists():  # killed before round 1: start over
             try:

@@ -73,7 +73,7 @@ class Stage:
     experiment: str
     budget: str
     overrides: dict[str, Any]
-    init: str | None | object  # a stage name, None, or _PREVIOUS (the default)
+    init: str | object | None  # a stage name, None, or _PREVIOUS (the default)
     teacher: str | None
 
     @property
@@ -127,7 +127,7 @@ def plan(run: RunConfig) -> list[Stage]:
                     f"{where}: overrides may not set {key!r}: stage seeds derive from the "
                     "recipe's seed, and init/teacher are stage keys naming earlier stages"
                 )
-        refs = {}
+        refs: dict[str, Any] = {}
         for key in ("init", "teacher"):
             ref = spec.get(key, _PREVIOUS if key == "init" else None)
             if ref is _PREVIOUS or ref is None:
