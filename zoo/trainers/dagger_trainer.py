@@ -170,6 +170,11 @@ def teacher_folder(run: RunConfig, path: Path | None = None) -> Path:
     """The teacher's run folder: ``teacher`` itself, or for an experiment mapping the run's
     ``teacher/`` (trained there first when ``path``, the run folder, is given)."""
     spec = run.body.get("teacher")
+    if spec is None:
+        raise ConfigError(
+            f"{run.name}: no 'teacher': name a trained run folder with --set teacher=FOLDER"
+            " (or a zoo experiment to train first: teacher: {experiment: NAME})"
+        )
     if not isinstance(spec, dict):
         return Path(str(spec))
     if path is None:
@@ -224,14 +229,18 @@ class DAggerZooTrainer(CMAESZooTrainer):
     def validate(self, run: RunConfig) -> None:
         for key, types in KEYS.items():
             check_type(run.name, key, run.body.get(key), types)
-        for key in ("teacher", "env", "policy", "n_rounds"):
+        # A config may leave `teacher` to the command line (--set teacher=FOLDER: E4's is the
+        # authors' checkpoint, imported on the user's machine); probe asks for it.
+        for key in ("env", "policy", "n_rounds"):
             if key not in run.body:
                 raise ConfigError(f"{run.name}: missing required key {key!r}")
         es_rollout.policy_builder(run)
         es_rollout.check_policy_memory(run)  # before anything builds the student
         dagger_config(run)
-        teacher = run.body["teacher"]
-        if isinstance(teacher, dict):
+        teacher = run.body.get("teacher")
+        if teacher is None:
+            pass
+        elif isinstance(teacher, dict):
             base.check_teacher_experiment(run, teacher)
             budget = teacher.get("budget", run.budget)
             zoo.load_runs(teacher["experiment"], budget=budget, overrides=teacher.get("overrides"))
@@ -244,7 +253,7 @@ class DAggerZooTrainer(CMAESZooTrainer):
         """The student fits the env (one step), and so does the teacher (one trained with
         the run is built when it has been trained)."""
         super().probe(run)
-        if isinstance(run.body["teacher"], dict):
+        if isinstance(run.body.get("teacher"), dict):
             return
         teacher, spec = load_teacher(run), es_rollout.rollout_spec(run)
         env = spec.make_vector_env(1)
