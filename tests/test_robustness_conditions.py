@@ -31,6 +31,26 @@ def test_parse_sweep() -> None:
         parse_sweep("reshuffle=a")
     with pytest.raises(ConfigError, match="every t must be a positive integer, got 0"):
         parse_sweep("reshuffle=25,0")
+    assert [c.value for c in parse_sweep("sticky=0,0.25").conditions] == [0.0, 0.25]
+    with pytest.raises(ConfigError, match=r"sticky.*\[0, 1\]"):
+        parse_sweep("sticky=1.5")
+
+
+def test_sticky_actions_reach_the_emulator() -> None:
+    (config,) = zoo.load_runs("puzzle_pong_bc", budget="smoke")
+    changed, extra, _ = prepare_condition(config, parse_sweep("sticky=0.25").conditions[0], True)
+    assert changed.body["env_kwargs"]["repeat_action_probability"] == 0.25
+    env = factory.make_env_fn(changed, extra_wrappers=extra)()
+    try:
+        ale = env.unwrapped.ale if hasattr(env.unwrapped, "ale") else None
+        probability = ale.getFloat("repeat_action_probability") if ale else None
+        assert probability == pytest.approx(0.25)
+    finally:
+        env.close()
+    (cartpole,) = zoo.load_runs("cartpole_pi_x0", budget="smoke")
+    changed, extra, _ = prepare_condition(cartpole, parse_sweep("sticky=0.25").conditions[0], True)
+    with pytest.raises(ConfigError, match="repeat_action_probability"):  # an n/a cell, its reason
+        factory.make_env_fn(changed, extra_wrappers=extra)()
 
 
 def test_grid_runs_shuffle_and_mask_whole_cells() -> None:

@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 Wrapper = Callable[[gym.Env], gym.Env]
-SWEEPS = ("shuffle", "reshuffle", "channels", "occlusion", "background", "regression")
+SWEEPS = ("shuffle", "reshuffle", "channels", "occlusion", "background", "sticky", "regression")
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,9 @@ class Condition:
 
     Attributes:
         label: column name in the table.
-        kind: ``"shuffle"``, ``"channels"``, ``"occlusion"``, ``"background"`` or ``"none"``.
-        value: the swept value (t, ratio, picture name, number of inputs).
+        kind: ``"shuffle"``, ``"channels"``, ``"occlusion"``, ``"background"``, ``"sticky"``
+            or ``"none"``.
+        value: the swept value (t, ratio, picture name, number of inputs, probability).
         extra_inputs: multiplies the number of vector inputs (duplicates / noise channels).
         noise: the extra inputs are pure-noise channels rather than copies.
     """
@@ -76,8 +77,8 @@ class Sweep:
     """A named list of conditions (the table's columns); ``name`` names the output files.
 
     Attributes:
-        name: ``shuffle``, ``reshuffle``, ``channels``, ``occlusion``, ``background`` or
-            ``regression``.
+        name: ``shuffle``, ``reshuffle``, ``channels``, ``occlusion``, ``background``,
+            ``sticky`` or ``regression``.
         conditions: the test conditions, in column order (empty for ``regression``).
     """
 
@@ -99,14 +100,15 @@ def parse_sweep(spec: str) -> Sweep:
 
     Args:
         spec: ``shuffle``, ``reshuffle=T,...``, ``channels``, ``occlusion=R,...``,
-            ``background[=NAME,...]`` (default: every shipped picture) or ``regression``.
+            ``background[=NAME,...]`` (default: every shipped picture), ``sticky=P,...``
+            (an Atari env's ``repeat_action_probability``) or ``regression``.
 
     Returns:
         The sweep and its conditions.
 
     Raises:
         ConfigError: unknown name (with the nearest known one), missing or unreadable values,
-            t < 1 or an occlusion ratio outside [0, 1).
+            t < 1, an occlusion ratio outside [0, 1) or a sticky probability outside [0, 1].
 
     Example:
         >>> [c.value for c in parse_sweep("occlusion=0,0.5").conditions]
@@ -149,6 +151,11 @@ def parse_sweep(spec: str) -> Sweep:
         return Sweep(name, [Condition("no change")] + [
             Condition(f"background {n}", "background", n) for n in names
         ])  # fmt: skip
+    if name == "sticky":
+        probabilities = _values(name, raw, float)
+        if any(not 0 <= p <= 1 for p in probabilities):
+            raise ConfigError("sweep 'sticky': probabilities must be in [0, 1]")
+        return Sweep(name, [Condition(f"sticky {p:g}", "sticky", p) for p in probabilities])
     if name == "regression":
         return Sweep(name, [])
     raise ConfigError(f"unknown sweep {name!r}.{nearest(name, SWEEPS)} Known: {', '.join(SWEEPS)}")
@@ -211,6 +218,8 @@ def prepare_condition(
         own = [(n, {**kw, "ratio": value} if _is_occlusion(n) else kw) for n, kw in own]
     elif kind == "occlusion":
         wrappers.append(lambda env: OcclusionObservation(env, ratio=value))
+    elif kind == "sticky":  # an env that takes no such kwarg fails to build: an n/a cell
+        env_kwargs["repeat_action_probability"] = value
     elif kind == "background" and "background" in params:
         env_kwargs["background"] = value
     elif kind == "background":
