@@ -62,7 +62,7 @@ def test_smoke_trains_every_cell(name: str, tmp_path: Path) -> None:
     for cell in cells:  # E4 BC's teacher is the authors' ant_mlp, imported (git-ignored)
         teacher = cell.body.get("teacher")
         if cell.algo == "dagger" and (
-            teacher is None or isinstance(teacher, str) and not Path(teacher).exists()
+            teacher is None or (isinstance(teacher, str) and not Path(teacher).exists())
         ):
             pytest.skip(f"{name}: its teacher is the authors' ant_mlp, named with --set teacher")
     runs = zoo.train_all(name, budget="smoke", root=tmp_path)
