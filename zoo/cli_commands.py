@@ -22,6 +22,7 @@ from zoo.cli_streams import (
     train_folder,
 )
 from zoo.config import ConfigError, RunConfig, list_experiments, load_runs, parse_overrides
+from zoo.trainers.keys import values
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -63,15 +64,23 @@ def _run_size(run: RunConfig) -> tuple[int, str]:
         steps = sum(size[0] for _, size in sizes)
         return steps, f"{len(sizes)} stages ({'; '.join(f'{n}: {t}' for n, (_, t) in sizes)})"
     if run.algo == "cmaes":
-        episodes = int(body.get("population", 256)) * int(body.get("repeats", 16))
+        from zoo.trainers.cmaes_trainer import CMAESKeys
+
+        cmaes = values(CMAESKeys, run)
+        episodes = int(cmaes.population) * int(cmaes.repeats)
         return 0, f"{int(body.get('n_generations', 0)):,} generations x {episodes:,} episodes"
     if run.algo == "classifier":
         return 0, f"{int(body.get('iterations', 0)):,} iterations"
     if run.algo == "apg":
-        size = f"{int(body.get('batch_size', 128)):,} x {int(body.get('window', 100)):,} steps"
+        from zoo.trainers.apg_trainer import APGKeys
+
+        apg = values(APGKeys, run)
+        size = f"{int(apg.batch_size):,} x {int(apg.window):,} steps"
         return 0, f"{int(body.get('n_updates', 0)):,} updates of {size}"
     if run.algo == "dagger":
-        episodes = int(body.get("n_envs", 64))
+        from zoo.trainers.dagger_trainer import DAggerKeys
+
+        episodes = int(values(DAggerKeys, run).n_envs)
         return 0, f"{int(body.get('n_rounds', 0)):,} rounds x {episodes:,} episodes"
     steps = int(body.get("n_timesteps") or 0)
     return steps, f"{steps:,} steps"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -105,6 +106,11 @@ def _types_of(hint: Any) -> tuple[type, ...] | None:
 def key_types(model: type) -> KeyTypes:
     """``{key: the types its value may have (None: any)}`` in the model's order: the table
     :func:`zoo.config_checks.check_type` checks against."""
+    return dict(_key_types(model))
+
+
+@functools.cache
+def _key_types(model: type) -> KeyTypes:
     hints = _hints(model)
     return {f.name: _types_of(hints[f.name]) for f in _fields(model)}
 
