@@ -659,6 +659,8 @@ def test_a_second_ctrl_c_while_a_cmaes_run_exits_keeps_exit_130(tmp_path: Path) 
          "2 updates of 10 x 100 steps"),
         ("dagger", "dagger_trainer", "DAggerKeys", "n_envs", {"n_rounds": 4},
          "4 rounds x 10 episodes"),
+        ("classifier", "classifier_trainer", "ClassifierKeys", "iterations", {},
+         "10 iterations"),  # the trainer's default, not 0
     ],
 )  # fmt: skip
 def test_the_run_size_line_reads_the_trainers_defaults(

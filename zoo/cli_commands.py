@@ -70,7 +70,9 @@ def _run_size(run: RunConfig) -> tuple[int, str]:
         episodes = int(cmaes.population) * int(cmaes.repeats)
         return 0, f"{int(body.get('n_generations', 0)):,} generations x {episodes:,} episodes"
     if run.algo == "classifier":
-        return 0, f"{int(body.get('iterations', 0)):,} iterations"
+        from zoo.trainers.classifier_trainer import ClassifierKeys
+
+        return 0, f"{int(values(ClassifierKeys, run).iterations):,} iterations"
     if run.algo == "apg":
         from zoo.trainers.apg_trainer import APGKeys
 
