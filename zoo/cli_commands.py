@@ -68,7 +68,7 @@ def _run_size(run: RunConfig) -> tuple[int, str]:
 
         cmaes = values(CMAESKeys, run)
         episodes = int(cmaes.population) * int(cmaes.repeats)
-        return 0, f"{int(body.get('n_generations', 0)):,} generations x {episodes:,} episodes"
+        return 0, f"{int(cmaes.n_generations):,} generations x {episodes:,} episodes"
     if run.algo == "classifier":
         from zoo.trainers.classifier_trainer import ClassifierKeys
 
@@ -78,12 +78,12 @@ def _run_size(run: RunConfig) -> tuple[int, str]:
 
         apg = values(APGKeys, run)
         size = f"{int(apg.batch_size):,} x {int(apg.window):,} steps"
-        return 0, f"{int(body.get('n_updates', 0)):,} updates of {size}"
+        return 0, f"{int(apg.n_updates):,} updates of {size}"
     if run.algo == "dagger":
         from zoo.trainers.dagger_trainer import DAggerKeys
 
-        episodes = int(values(DAggerKeys, run).n_envs)
-        return 0, f"{int(body.get('n_rounds', 0)):,} rounds x {episodes:,} episodes"
+        dagger = values(DAggerKeys, run)
+        return 0, f"{int(dagger.n_rounds):,} rounds x {int(dagger.n_envs):,} episodes"
     steps = int(body.get("n_timesteps") or 0)
     return steps, f"{steps:,} steps"
 
