@@ -23,6 +23,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import inspect
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -30,7 +32,7 @@ from typing import Any, Literal, TypeVar, Union
 
 import yaml
 
-from zoo.config_checks import ConfigError, RunConfig, check_type
+from zoo.config_checks import INT_RANGES, ConfigError, RunConfig, check_type
 from zoo.trainers.contract import KeyTypes
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "default",
     "key",
     "key_types",
+    "markdown_page",
     "markdown_table",
     "value",
     "values",
@@ -186,12 +189,31 @@ def _type_text(f: dataclasses.Field[Any], hint: Any) -> str:
         else:
             parts.append((typing.get_origin(member) or member).__name__)
     text = " or ".join(dict.fromkeys(parts))
-    low, high = f.metadata.get("range") or (None, None)
-    if low is not None and high is not None:
+    low, high = (_number(b) for b in _bound(f))
+    if low and high:
         return f"{text} in [{low}, {high}]"
-    if low is not None or high is not None:
-        return f"{text} {'>=' if low is not None else '<='} {low if low is not None else high}"
+    if low or high:
+        return f"{text} {'>=' if low else '<='} {low or high}"
     return text
+
+
+def _number(bound: float | None) -> str:
+    """A bound as written in the docs: ``0``, ``0.5``, ``1e12`` for a large power of ten."""
+    if bound is None:
+        return ""
+    if isinstance(bound, int) and bound >= 10**4 and str(bound).rstrip("0") == "1":
+        return f"1e{len(str(bound)) - 1}"
+    return str(bound)
+
+
+def _bound(f: dataclasses.Field[Any]) -> Bound:
+    """The key's range: the model's own, else the bound every run's sizes are checked
+    against (:data:`~zoo.config_checks.INT_RANGES`; a bound that depends on the machine is
+    left open)."""
+    if f.metadata.get("range") is not None:
+        return f.metadata["range"]
+    low, high = INT_RANGES.get(f.name, (None, None))
+    return low, None if callable(high) else high
 
 
 def _default_text(f: dataclasses.Field[Any], model: type) -> str:
@@ -219,3 +241,29 @@ def markdown_table(model: type) -> str:
             f"| `{f.name}` | {_type_text(f, hints[f.name])} | {_default_text(f, model)} | {doc} |"
         )
     return "\n".join(rows)
+
+
+PAGE_HEAD = """\
+# Trainer keys
+
+What each `algo` accepts besides the common keys (`algo`, `seed`, `n_timesteps`, `eval`,
+`budgets`, `matrix`, ...: see [the zoo](zoo.md#configs)); `algo: recipe` runs stages of other
+experiments ([budgets and recipes](zoo.md#budgets-and-recipes)). Each table is generated from
+the trainer's config model (module `zoo.trainers.keys`), the one place a key's type, default
+and range are written, and `tests/test_docs.py` checks that this page is what they give;
+refresh it with
+`python -c "import zoo.trainers as t; print(t.keys_page(), end='')" > docs/trainer_keys.md`.
+A key left out, or given as `null`, takes its default; a range is checked before a run starts.
+"""
+
+ROLE = re.compile(r":(?:class|func|mod|data):`~?([^`]+)`")
+
+
+def markdown_page(models: Mapping[str, type]) -> str:
+    """The text of ``docs/trainer_keys.md``: for each ``{title: model}`` a section with the
+    model's docstring and its :func:`markdown_table`."""
+    sections = []
+    for title, model in models.items():
+        doc = ROLE.sub(lambda m: f"`{m.group(1).rsplit('.', 1)[-1]}`", inspect.getdoc(model) or "")
+        sections.append(f"## {title}\n\n{' '.join(doc.split())}\n\n{markdown_table(model)}\n")
+    return "\n".join([PAGE_HEAD, *sections])
