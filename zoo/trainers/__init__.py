@@ -17,7 +17,6 @@ from pathlib import Path
 
 from zoo.config_checks import ConfigError, nearest
 from zoo.trainers.contract import EpisodeTrainer, Trainer, registered
-from zoo.trainers.keys import markdown_page
 
 SB3_ALGOS = ("ppo", "a2c", "dqn", "double_dqn", "qrdqn", "recurrent_ppo")
 
@@ -67,25 +66,6 @@ def get_episode_trainer(algo: str) -> EpisodeTrainer:
     if not isinstance(trainer, EpisodeTrainer):
         raise ConfigError(f"algo {algo!r} trains no agent that acts in an env: no episodes")
     return trainer
-
-
-def config_models() -> dict[str, type]:
-    """``{title: config model}`` of every trainer that declares one (its class's
-    ``config_model``), titled by the ``algo`` values it trains, in :data:`MODULES`' order."""
-    algos: dict[str, list[str]] = {}
-    for algo, module in MODULES.items():
-        algos.setdefault(module, []).append(algo)
-    models = {}
-    for names in algos.values():
-        model = getattr(type(get_trainer(names[0])), "config_model", None)
-        if model is not None:
-            models["algo: " + ", ".join(names)] = model
-    return models
-
-
-def keys_page() -> str:
-    """The text of ``docs/trainer_keys.md``: every trainer's keys, from its config model."""
-    return markdown_page(config_models())
 
 
 def state_dict_file(path: str | Path, which: str) -> Path:

@@ -15,7 +15,8 @@ type, ``Any`` -> any), :func:`check` applies it (with the required keys and rang
 :func:`value` and :func:`values` read a run's value or the model's default, and
 :func:`markdown_table` writes the docs' table. A key given as ``null`` counts as not given.
 
-This module imports no trainer (and neither torch nor SB3).
+This module imports no trainer (and neither torch nor SB3) until :func:`config_models` asks
+for them all.
 """
 
 from __future__ import annotations
@@ -33,14 +34,17 @@ from typing import Any, Literal, TypeVar, Union
 import yaml
 
 from zoo.config_checks import INT_RANGES, ConfigError, RunConfig, check_type
+from zoo.trainers import MODULES, get_trainer
 from zoo.trainers.contract import KeyTypes
 
 __all__ = [
     "check",
     "choices",
+    "config_models",
     "default",
     "key",
     "key_types",
+    "keys_page",
     "markdown_page",
     "markdown_table",
     "value",
@@ -252,7 +256,7 @@ experiments ([budgets and recipes](zoo.md#budgets-and-recipes)). Each table is g
 the trainer's config model (module `zoo.trainers.keys`), the one place a key's type, default
 and range are written, and `tests/test_docs.py` checks that this page is what they give;
 refresh it with
-`python -c "import zoo.trainers as t; print(t.keys_page(), end='')" > docs/trainer_keys.md`.
+`python -c "import zoo.trainers.keys as k; print(k.keys_page(), end='')" > docs/trainer_keys.md`.
 A key left out, or given as `null`, takes its default; a range is checked before a run starts.
 """
 
@@ -267,3 +271,22 @@ def markdown_page(models: Mapping[str, type]) -> str:
         doc = ROLE.sub(lambda m: f"`{m.group(1).rsplit('.', 1)[-1]}`", inspect.getdoc(model) or "")
         sections.append(f"## {title}\n\n{' '.join(doc.split())}\n\n{markdown_table(model)}\n")
     return "\n".join([PAGE_HEAD, *sections])
+
+
+def config_models() -> dict[str, type]:
+    """``{title: config model}`` of every trainer that declares one (its class's
+    ``config_model``), titled by the ``algo`` values it trains, in :data:`MODULES`' order."""
+    algos: dict[str, list[str]] = {}
+    for algo, module in MODULES.items():
+        algos.setdefault(module, []).append(algo)
+    models = {}
+    for names in algos.values():
+        model = getattr(type(get_trainer(names[0])), "config_model", None)
+        if model is not None:
+            models["algo: " + ", ".join(names)] = model
+    return models
+
+
+def keys_page() -> str:
+    """The text of ``docs/trainer_keys.md``: every trainer's keys, from its config model."""
+    return markdown_page(config_models())
