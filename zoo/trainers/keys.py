@@ -274,16 +274,14 @@ def markdown_page(models: Mapping[str, type]) -> str:
 
 
 def config_models() -> dict[str, type]:
-    """``{title: config model}`` of every trainer that declares one (its class's
-    ``config_model``), titled by the ``algo`` values it trains, in :data:`MODULES`' order."""
+    """``{title: config model}`` of every trainer (its ``config_model``), titled by the
+    ``algo`` values it trains, in :data:`~zoo.trainers.MODULES`' order."""
     algos: dict[str, list[str]] = {}
     for algo, module in MODULES.items():
         algos.setdefault(module, []).append(algo)
     models = {}
     for names in algos.values():
-        model = getattr(type(get_trainer(names[0])), "config_model", None)
-        if model is not None:
-            models["algo: " + ", ".join(names)] = model
+        models["algo: " + ", ".join(names)] = get_trainer(names[0]).config_model
     return models
 
 
