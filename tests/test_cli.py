@@ -648,3 +648,43 @@ def test_a_second_ctrl_c_while_a_cmaes_run_exits_keeps_exit_130(tmp_path: Path) 
     code, err = job.finish()
     assert code == 130, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("algo", "module", "model", "field", "body", "expected"),
+    [
+        ("cmaes", "cmaes_trainer", "CMAESKeys", "population", {"n_generations": 3},
+         "3 generations x 160 episodes"),  # 10 x the default repeats, 16
+        ("apg", "apg_trainer", "APGKeys", "batch_size", {"n_updates": 2},
+         "2 updates of 10 x 100 steps"),
+        ("dagger", "dagger_trainer", "DAggerKeys", "n_envs", {"n_rounds": 4},
+         "4 rounds x 10 episodes"),
+        ("classifier", "classifier_trainer", "ClassifierKeys", "iterations", {},
+         "10 iterations"),  # the trainer's default, not 0
+    ],
+)  # fmt: skip
+def test_the_run_size_line_reads_the_trainers_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+    algo: str,
+    module: str,
+    model: str,
+    field: str,
+    body: dict[str, Any],
+    expected: str,
+) -> None:
+    """The train command's size line takes a key the config leaves out from the trainer's
+    config model, so a default changed there is the default the line counts."""
+    import dataclasses
+    import importlib
+
+    trainer_module = importlib.import_module(f"zoo.trainers.{module}")
+    original = getattr(trainer_module, model)
+    changed = dataclasses.make_dataclass(
+        model,
+        [(field, int, dataclasses.field(default=10))],
+        bases=(original,),
+        frozen=True,
+    )
+    monkeypatch.setattr(trainer_module, model, changed)
+    run = zoo.config.RunConfig("x", "", "full", {"algo": algo, **body}, zoo.config.EvalConfig())
+    assert zoo.cli_commands._run_size(run) == (0, expected)

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from zoo.config_checks import ConfigError
-from zoo.trainers import MODULES, SB3_ALGOS, get_episode_trainer, get_trainer
+from zoo.trainers import MODULES, SB3_ALGOS, get_episode_trainer, get_trainer, keys
 from zoo.trainers.contract import (
     EpisodeTrainer,
     ResumeChecker,
@@ -49,6 +49,19 @@ def test_every_trainer_keeps_the_contract(algo: str) -> None:
         assert isinstance(trainer, EpisodeTrainer)
         params = list(inspect.signature(type(trainer).episode_returns).parameters)
         assert params[: len(EPISODES)] == EPISODES
+
+
+@pytest.mark.parametrize("algo", sorted(MODULES))
+def test_a_trainers_keys_are_its_config_models(algo: str) -> None:
+    """Validation knows the keys the model declares, in its order (SB3 adds the algorithm's
+    hyper-parameters after them)."""
+    trainer = get_trainer(algo)
+    table = keys.key_types(trainer.config_model)
+    accepted = trainer.config_keys({"algo": algo})
+    assert list(accepted)[: len(table)] == list(table)
+    assert {k: accepted[k] for k in table} == table
+    if algo not in SB3_ALGOS:
+        assert accepted == table
 
 
 def test_import_paths_go_to_the_sb3_trainer_and_unknown_algos_are_config_errors() -> None:

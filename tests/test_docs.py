@@ -14,6 +14,8 @@ import pytest
 
 from zoo.experiments import EXPERIMENTS
 from zoo.report import collect, summary_table
+from zoo.trainers import MODULES
+from zoo.trainers.keys import config_models, keys_page
 
 ROOT = Path(__file__).parents[1]
 SNIPPET = re.compile(r'^--8<-- "([^"]+)"$', re.M)
@@ -76,6 +78,14 @@ def test_summary_tables_quote_the_experiment_pages(index: str) -> None:
         ours = cells[-2]
         for number in DECIMAL.findall(ours):
             assert number in page, f"{index}: {cells[0]} quotes {number}, not on its page"
+
+
+def test_the_trainer_keys_page_is_what_the_trainers_config_models_give() -> None:
+    page = ROOT / "docs/trainer_keys.md"
+    refresh = """python -c "import zoo.trainers.keys as k; print(k.keys_page(), end='')" > """
+    assert page.read_text() == keys_page(), f"refresh it: {refresh}{page.relative_to(ROOT)}"
+    titled = {algo for title in config_models() for algo in title[6:].split(", ")}
+    assert titled == set(MODULES)
 
 
 def test_no_scripts_under_results() -> None:

@@ -22,6 +22,7 @@ from zoo.cli_streams import (
     train_folder,
 )
 from zoo.config import ConfigError, RunConfig, list_experiments, load_runs, parse_overrides
+from zoo.trainers.keys import values
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -63,16 +64,26 @@ def _run_size(run: RunConfig) -> tuple[int, str]:
         steps = sum(size[0] for _, size in sizes)
         return steps, f"{len(sizes)} stages ({'; '.join(f'{n}: {t}' for n, (_, t) in sizes)})"
     if run.algo == "cmaes":
-        episodes = int(body.get("population", 256)) * int(body.get("repeats", 16))
-        return 0, f"{int(body.get('n_generations', 0)):,} generations x {episodes:,} episodes"
+        from zoo.trainers.cmaes_trainer import CMAESKeys
+
+        cmaes = values(CMAESKeys, run)
+        episodes = int(cmaes.population) * int(cmaes.repeats)
+        return 0, f"{int(cmaes.n_generations):,} generations x {episodes:,} episodes"
     if run.algo == "classifier":
-        return 0, f"{int(body.get('iterations', 0)):,} iterations"
+        from zoo.trainers.classifier_trainer import ClassifierKeys
+
+        return 0, f"{int(values(ClassifierKeys, run).iterations):,} iterations"
     if run.algo == "apg":
-        size = f"{int(body.get('batch_size', 128)):,} x {int(body.get('window', 100)):,} steps"
-        return 0, f"{int(body.get('n_updates', 0)):,} updates of {size}"
+        from zoo.trainers.apg_trainer import APGKeys
+
+        apg = values(APGKeys, run)
+        size = f"{int(apg.batch_size):,} x {int(apg.window):,} steps"
+        return 0, f"{int(apg.n_updates):,} updates of {size}"
     if run.algo == "dagger":
-        episodes = int(body.get("n_envs", 64))
-        return 0, f"{int(body.get('n_rounds', 0)):,} rounds x {episodes:,} episodes"
+        from zoo.trainers.dagger_trainer import DAggerKeys
+
+        dagger = values(DAggerKeys, run)
+        return 0, f"{int(dagger.n_rounds):,} rounds x {int(dagger.n_envs):,} episodes"
     steps = int(body.get("n_timesteps") or 0)
     return steps, f"{steps:,} steps"
 

@@ -1,8 +1,9 @@
 """Trainers: one per family of ``algo`` values, each owning its keys, training loop and loading.
 
-What a trainer is (``config_keys``, ``validate``, ``probe``, ``train(handle, callbacks,
-progress_bar, resume)``, ``load``, ``evaluate``, and for agents that act in an env
-``model_file`` and ``episode_returns``; optionally ``check_trusted`` and ``check_resume``) is
+What a trainer is (``config_model``, the dataclass of its keys, :mod:`zoo.trainers.keys`;
+``config_keys``, ``validate``, ``probe``, ``train(handle, callbacks, progress_bar, resume)``,
+``load``, ``evaluate``, and for agents that act in an env ``model_file`` and
+``episode_returns``; optionally ``check_trusted`` and ``check_resume``) is
 the :class:`~zoo.trainers.contract.Trainer` protocol (and ``TrustChecker``,
 ``ResumeChecker``); each trainer class registers its ``algo`` values with
 :func:`~zoo.trainers.contract.register`. :func:`get_trainer` imports a trainer's module only

@@ -7,26 +7,8 @@ task's starts by Adam through CartPoleSwingUp's torch physics
 ``init:`` naming this run's folder) then learn the swing-up. See
 :mod:`attn_policies.algorithms.apg` for the algorithm.
 
-Keys besides the common ones::
-
-    env: attn_envs/CartPoleSwingUp-v0  # a CartPoleSwingUp id (its physics has a torch twin)
-    env_kwargs: {upright: true}        # the starts (upright: the balancing task; the tests
-                                       # play the same env)
-    policy: attention_neuron_cartpole  # named as for algo: cmaes
-    policy_kwargs: {}
-    init: null                         # warm start, as for algo: cmaes; null: fresh weights
-                                       # drawn with the run's seed
-    n_updates: 1000
-    batch_size: 128                    # episodes side by side
-    window: 100                        # steps per update (truncated backprop through time)
-    episode_steps: 1000                # a multiple of window
-    learning_rate: 0.001
-    lr_schedule: constant              # or cosine: the step falls to 0 over the n_updates
-    max_grad_norm: 1.0
-    shuffle_inputs: true               # one input order per episode and copy
-    cost: {x: 0.25, theta_dot: 0.01, x_dot: 0.01}   # weights of the quadratic cost
-    torch_threads: 1
-    eval: {freq: 100, n_episodes: 500, final_episodes: 1000}   # freq counts updates
+Keys besides the common ones: :class:`APGKeys` (their table: ``docs/trainer_keys.md``);
+``eval.freq`` counts updates.
 
 The run folder holds ``model.pt`` (the last policy) and ``best_model.pt`` (the best test
 return), state dicts of the policy as ``algo: cmaes`` writes them, so ``attn-zoo evaluate``,
@@ -42,8 +24,9 @@ from __future__ import annotations
 import pickle
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -57,29 +40,43 @@ from zoo import factory
 from zoo import progress as zoo_progress
 from zoo.config_checks import ConfigError, RunConfig, check_type, nearest
 from zoo.metrics import APG_METRICS, MetricsLogger, renamed
-from zoo.trainers import base, es_rollout
+from zoo.trainers import base, es_rollout, keys
 from zoo.trainers.base import ProgressTable, read_json, save_state_dict
 from zoo.trainers.cmaes_trainer import CMAESZooTrainer
-from zoo.trainers.contract import KeyTypes, RunHandle, register
+from zoo.trainers.contract import RunHandle, register
+from zoo.trainers.keys import key
 
-KEYS: dict[str, tuple[type, ...] | None] = {
-    "env": (str,),
-    "env_kwargs": (dict,),
-    "policy": (str,),
-    "policy_kwargs": (dict,),
-    "init": (str,),
-    "n_updates": (int,),
-    "batch_size": (int,),
-    "window": (int,),
-    "episode_steps": (int,),
-    "learning_rate": (float, int),
-    "lr_schedule": (str,),
-    "max_grad_norm": (float, int),
-    "shuffle_inputs": (bool,),
-    "cost": (dict,),
-    "max_episode_steps": (int,),
-    "torch_threads": (int,),
-}
+
+@dataclass(frozen=True)
+class APGKeys:
+    """The keys of ``algo: apg`` runs (defaults of the algorithm's from
+    :class:`~attn_policies.algorithms.apg.APGConfig`)."""
+
+    env: str = key(doc="a CartPoleSwingUp id (its physics has a torch twin)", required=True)
+    env_kwargs: dict[str, Any] = key(
+        {}, "the starts, e.g. `{upright: true}` (the balancing task; the tests play the same env)"
+    )
+    policy: str = key(doc="named as for algo: cmaes", required=True)
+    policy_kwargs: dict[str, Any] = key({}, "the policy's kwargs")
+    init: str | None = key(None, "warm start, as for algo: cmaes (null: fresh weights)")
+    n_updates: int = key(doc="Adam updates to train", required=True)
+    batch_size: int = key(APGConfig.batch_size, "episodes side by side")
+    window: int = key(APGConfig.window, "steps per update (truncated backprop through time)")
+    episode_steps: int = key(APGConfig.episode_steps, "steps per episode, a multiple of window")
+    learning_rate: float | int = key(APGConfig.learning_rate, "Adam's step size")
+    lr_schedule: Literal["constant", "cosine"] = key(
+        "constant", "cosine: the step falls to 0 over the n_updates"
+    )
+    max_grad_norm: float | int = key(APGConfig.max_grad_norm, "gradient clipping norm")
+    shuffle_inputs: bool = key(APGConfig.shuffle_inputs, "one input order per episode and copy")
+    cost: dict[str, Any] = key(
+        {}, "weights of the quadratic cost: x, theta_dot, x_dot (CartPoleHoldTask's if unset)"
+    )
+    max_episode_steps: int | None = key(None, "cap on test episode steps")
+    torch_threads: int | None = key(None, "torch threads (null: one)")
+
+
+SCHEDULES = keys.choices(APGKeys, "lr_schedule")
 # env ids whose physics has a torch twin
 DIFFERENTIABLE = ("attn_envs/CartPoleSwingUp-v0", "attn_envs/CartPoleSwingUpHarder-v0")
 START_KWARGS = ("harder", "upright", "start_span")
@@ -110,21 +107,21 @@ def hold_task(run: RunConfig) -> CartPoleHoldTask:
             f", got {env_id!r}.{nearest(env_id, DIFFERENTIABLE)}"
         )
     kwargs = {**factory.env_spec(env_id).kwargs, **(run.body.get("env_kwargs") or {})}
-    for key in kwargs:
-        if key not in (*START_KWARGS, "max_episode_steps"):
+    for name in kwargs:
+        if name not in (*START_KWARGS, "max_episode_steps"):
             raise ConfigError(
                 f"{run.name}: algo apg's env takes only {', '.join(START_KWARGS)} in "
-                f"env_kwargs (the torch physics has no {key!r})"
+                f"env_kwargs (the torch physics has no {name!r})"
             )
     weights: dict[str, float] = {}  # CartPoleHoldTask field -> weight
-    for key, value in (run.body.get("cost") or {}).items():
-        if key not in COST_KEYS:
+    for name, weight in (run.body.get("cost") or {}).items():
+        if name not in COST_KEYS:
             raise ConfigError(
-                f"{run.name}: unknown cost weight {key!r}.{nearest(str(key), COST_KEYS)} "
+                f"{run.name}: unknown cost weight {name!r}.{nearest(str(name), COST_KEYS)} "
                 f"Known: {', '.join(COST_KEYS)}"
             )
-        check_type(run.name, f"cost.{key}", value, (float, int))
-        weights[COST_KEYS[key]] = float(value)
+        check_type(run.name, f"cost.{name}", weight, (float, int))
+        weights[COST_KEYS[name]] = float(weight)
     harder = bool(kwargs.get("harder"))
     try:  # the env's own check, so both sides take the same spans
         span = check_start_span(harder, kwargs.get("start_span"))
@@ -147,12 +144,9 @@ def _half_widths(span: np.ndarray) -> tuple[float, float, float, float]:
     return x, x_dot, theta, theta_dot
 
 
-SCHEDULES = ("constant", "cosine")
-
-
 def apg_config(run: RunConfig) -> APGConfig:
-    body = run.body
-    schedule = body.get("lr_schedule", "constant")
+    given = keys.values(APGKeys, run)
+    schedule = given.lr_schedule
     if schedule not in SCHEDULES:
         raise ConfigError(
             f"{run.name}: lr_schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}."
@@ -160,13 +154,13 @@ def apg_config(run: RunConfig) -> APGConfig:
         )
     try:
         return APGConfig(
-            batch_size=body.get("batch_size", 128),
-            window=body.get("window", 100),
-            episode_steps=body.get("episode_steps", 1000),
-            learning_rate=float(body.get("learning_rate", 1e-3)),
-            decay_updates=int(body["n_updates"]) if schedule == "cosine" else 0,
-            max_grad_norm=float(body.get("max_grad_norm", 1.0)),
-            shuffle_inputs=bool(body.get("shuffle_inputs", True)),
+            batch_size=given.batch_size,
+            window=given.window,
+            episode_steps=given.episode_steps,
+            learning_rate=float(given.learning_rate),
+            decay_updates=int(given.n_updates) if schedule == "cosine" else 0,
+            max_grad_norm=float(given.max_grad_norm),
+            shuffle_inputs=bool(given.shuffle_inputs),
             seed=run.seed,
         )
     except ValueError as err:
@@ -195,15 +189,10 @@ class APGZooTrainer(CMAESZooTrainer):
     """Trains an ES policy by analytic policy gradients; loading and evaluation are those of
     ``algo: cmaes``."""
 
-    def config_keys(self, body: dict[str, Any]) -> KeyTypes:
-        return KEYS
+    config_model: type = APGKeys
 
     def validate(self, run: RunConfig) -> None:
-        for key, types in KEYS.items():
-            check_type(run.name, key, run.body.get(key), types)
-        for key in ("env", "policy", "n_updates"):
-            if key not in run.body:
-                raise ConfigError(f"{run.name}: missing required key {key!r}")
+        keys.check(APGKeys, run)
         hold_task(run)
         apg_config(run)
         es_rollout.policy_builder(run)

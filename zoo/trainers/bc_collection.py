@@ -18,27 +18,29 @@ from attn_policies.algorithms.bc_data import BCDataset
 from attn_policies.algorithms.bc_student import StudentAgent
 from zoo import factory
 from zoo.config_checks import RunConfig
+from zoo.trainers.bc_keys import BCKeys
+from zoo.trainers.keys import value, values
 
 DATA_PARTS = 10  # files the teacher data is recorded in (a resume redoes at most one)
 
 
 def _steps_per_env(run: RunConfig) -> int:
-    """``n_timesteps`` (default 2000) split over the envs, rounded up like SB3's ``learn``."""
-    n_envs = int(run.body.get("n_envs", 1))
-    return -(-int(run.body.get("n_timesteps", 2000)) // n_envs)
+    """``n_timesteps`` split over the envs, rounded up like SB3's ``learn``."""
+    n_envs = int(value(BCKeys, run, "n_envs"))
+    return -(-int(value(BCKeys, run, "n_timesteps")) // n_envs)
 
 
 def dagger_schedule(run: RunConfig) -> tuple[int, int, int]:
     """``(rounds, steps per env per round, epochs per round)``."""
-    n_envs = int(run.body.get("n_envs", 1))
-    steps = -(-int(run.body.get("dagger_steps", 50000)) // n_envs)
-    return int(run.body.get("dagger_rounds", 0)), steps, int(run.body.get("dagger_epochs", 2))
+    given = values(BCKeys, run)
+    steps = -(-int(given.dagger_steps) // int(given.n_envs))
+    return int(given.dagger_rounds), steps, int(given.dagger_epochs)
 
 
 def run_samples(run: RunConfig) -> int:
     """Samples of a finished run: the teacher's steps and every DAgger round's."""
     rounds, steps, _ = dagger_schedule(run)
-    return (_steps_per_env(run) + rounds * steps) * int(run.body.get("n_envs", 1))
+    return (_steps_per_env(run) + rounds * steps) * int(value(BCKeys, run, "n_envs"))
 
 
 def collect_steps(
@@ -53,7 +55,7 @@ def collect_steps(
     by the teacher; ``agent`` (a student) plays them instead of the teacher when given,
     sampling its actions (seeded ``seed``) with ``dagger_actions: stochastic``."""
     env = factory.make_vec_env(collect_run(run), training=False)
-    deterministic = run.body.get("dagger_actions", "deterministic") == "deterministic"
+    deterministic = value(BCKeys, run, "dagger_actions") == "deterministic"
     try:
         env.seed(seed)
         actor = None

@@ -20,6 +20,8 @@ import zoo
 from zoo.config_checks import ConfigError, RunConfig
 from zoo.registry import resolve, resolve_function
 from zoo.trainers.base import train_teacher_experiment
+from zoo.trainers.bc_keys import BCKeys
+from zoo.trainers.keys import value
 from zoo.trainers.sb3_state import normalizer
 from zoo.trainers.sb3_trainer import SB3Trainer
 
@@ -120,7 +122,7 @@ def load_teacher(
         if hasattr(teacher, "policy"):
             _, norm_file = SB3Trainer().model_file(folder, "best")
     elif spec.endswith(".zip"):
-        teacher = resolve("algo", run.body.get("teacher_algo", "ppo")).load(spec, device="cpu")
+        teacher = resolve("algo", value(BCKeys, run, "teacher_algo")).load(spec, device="cpu")
         if run.body.get("teacher_vecnormalize"):
             norm_file = Path(run.body["teacher_vecnormalize"])
             if not norm_file.exists():

@@ -1,53 +1,7 @@
 """Behaviour-cloning runs (``algo: bc``): E4 Ant and E5 Puzzle Pong students.
 
-Keys besides the common ones::
-
-    env: pybullet_envs_gymnasium:AntBulletEnv-v0   # the student's env
-    env_kwargs: {}
-    env_wrapper: [PreviousActionObservation]       # the student sees a_{t-1} (and a window)
-    n_envs: 4
-    teacher: {experiment: ant_teacher, budget: full}  # trained into RUN/teacher first
-    # teacher: runs/ant_teacher/0-20260101-120000     # or a finished zoo run folder
-    # teacher: teachers/ant.zip + teacher_algo: ppo   # or a saved SB3 model (a pickle:
-    #   loaded only with `attn-zoo train ... --trust-teacher teachers/ant.zip`)
-    #   (+ teacher_vecnormalize: teachers/vecnormalize.npz if it was trained normalised:
-    #   arrays obs//mean and obs//var, optional clip_obs and epsilon; a VecNormalize .pkl
-    #   only with a --trust-teacher of its own)
-    # teacher: my_pkg.teachers:scripted               # or a callable obs -> (actions, targets)
-    teacher_obs: observation          # Dict entry the teacher sees (or an import path)
-    collect_env_kwargs: {}            # env_kwargs changes while collecting (shuffle: false);
-                                      # Dict entries they add are the teacher's alone
-    n_timesteps: 2000                 # teacher steps recorded (all envs together)
-    policy_kwargs:                    # the student: extractor + MLP head
-      features_extractor_class: attention_neuron_vector
-      features_extractor_kwargs: {n_queries: 32}
-      net_arch: [32]
-    loss: mse                         # teacher logits / means; cross_entropy: its actions;
-                                      # kl: its softmax (Discrete), at this temperature:
-    temperature: 1.0
-    epochs: 10
-    batch_size: 64
-    learning_rate: 1.0e-3
-    grad_clip: 0.5
-    prev_action_noise: 0.03
-    occlusion: 0.0                    # or [low, high]: share of tokens dropped per batch
-    tokens_key: null                  # Dict entry of the patch tokens to occlude
-    eval: {freq: 2, n_episodes: 5, final_episodes: 100}   # freq counts epochs
-    dagger_rounds: 0                  # DAgger: rounds after the first fit, each recording
-    dagger_steps: 50000               # this many steps played by the student and labelled
-    dagger_epochs: 2                  # by the teacher, then this many epochs on all data
-    epoch_samples: 0                  # samples per epoch, a fresh random subset (0: all)
-    lr_schedule: constant             # linear / cosine: the step size decays to 0 over
-    lr_epochs: 0                      # this many epochs (0: all of the run's, rounds included)
-    init: null                        # warm start: a bc run folder (its best model) or a
-                                      # state dict file of the same student
-    teacher_actions: deterministic    # stochastic: the recorded steps are played with actions
-                                      # drawn from the teacher's softmax (the labels stay its
-                                      # deterministic actions and logits; Discrete only)
-    dagger_actions: deterministic     # stochastic: the student plays its rounds by sampling
-    frame_store: {}                   # {observation: 4}: Dict entries of frame-stacked tokens
-                                      # held as their distinct frames (~4x less memory for 4
-                                      # frames; the same batches, so the same run)
+Keys besides the common ones: :class:`~zoo.trainers.bc_keys.BCKeys` (their table:
+``docs/trainer_keys.md``); ``eval.freq`` counts epochs.
 
 A run resumes stage by stage (``attn-zoo train --resume RUN``): a teacher trained into
 ``RUN/teacher`` continues from its own checkpoint; the teacher data is recorded in
@@ -94,11 +48,11 @@ from attn_policies.algorithms.bc import BCConfig, train_bc
 from attn_policies.algorithms.bc_data import DatasetBuffer
 from attn_policies.algorithms.bc_student import BCStudent, StudentAgent
 from zoo import factory, progress
-from zoo.config_checks import ConfigError, RunConfig, check_type
+from zoo.config_checks import ConfigError, RunConfig
 from zoo.evaluation import episode_lists, eval_json, evaluate_policy, summary
 from zoo.metrics import BC_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve
-from zoo.trainers import state_dict_file
+from zoo.trainers import keys, state_dict_file
 from zoo.trainers.base import (
     ProgressTable,
     check_teacher_experiment,
@@ -107,42 +61,11 @@ from zoo.trainers.base import (
     save_state_dict,
 )
 from zoo.trainers.bc_collection import collect_parts, dagger_data, dagger_schedule, run_samples
+from zoo.trainers.bc_keys import BCKeys
 from zoo.trainers.bc_teacher import check_trusted, config_function, load_teacher
 from zoo.trainers.contract import KeyTypes, RunHandle, register
 
-KEYS: dict[str, tuple[type, ...] | None] = {
-    "env": (str,),
-    "env_kwargs": (dict,),
-    "env_wrapper": None,
-    "n_envs": (int,),
-    "teacher": (str, dict),
-    "teacher_algo": (str,),
-    "teacher_vecnormalize": (str,),
-    "teacher_obs": (str,),
-    "collect_env_kwargs": (dict,),
-    "policy_kwargs": (dict,),
-    "loss": (str,),
-    "temperature": (float, int),
-    "epochs": (int,),
-    "batch_size": (int,),
-    "learning_rate": (float,),
-    "grad_clip": (float, int),
-    "prev_action_noise": (float, int),
-    "occlusion": (float, int, list),
-    "tokens_key": (str,),
-    "torch_threads": (int,),
-    "dagger_rounds": (int,),
-    "dagger_steps": (int,),
-    "dagger_epochs": (int,),
-    "epoch_samples": (int,),
-    "lr_schedule": (str,),
-    "lr_epochs": (int,),
-    "init": (str,),
-    "frame_store": (dict,),
-    "teacher_actions": (str,),
-    "dagger_actions": (str,),
-}
-ACTION_MODES = ("deterministic", "stochastic")
+ACTION_MODES = keys.choices(BCKeys, "teacher_actions")
 STUDENT_KEYS = {"features_extractor_class", "features_extractor_kwargs", "net_arch"}
 DEFAULT_EXTRACTOR = "stable_baselines3.common.torch_layers:FlattenExtractor"
 
@@ -213,29 +136,22 @@ def make_student(run: RunConfig) -> tuple[BCStudent, spaces.Space]:
 class BCTrainer:
     """Collects teacher data and fits the student with :func:`train_bc`."""
 
+    config_model: type = BCKeys
+
     def config_keys(self, body: dict[str, Any]) -> KeyTypes:
-        return KEYS
+        return keys.key_types(BCKeys)
 
     def check_trusted(self, run: RunConfig, trusted: Collection[str | Path]) -> None:
         """Before training: every pickled teacher file is named in ``trusted``."""
         check_trusted(run, trusted)
 
     def validate(self, run: RunConfig) -> None:
-        for key, types in KEYS.items():
-            check_type(run.name, key, run.body.get(key), types)
-        for key in ("env", "teacher"):
-            if key not in run.body:
-                raise ConfigError(f"{run.name}: missing required key {key!r}")
+        keys.check(BCKeys, run)  # types, then env and teacher given, then counts in range
         teacher = run.body["teacher"]
         if isinstance(teacher, dict):
             check_teacher_experiment(run, teacher)
-        for key in ("n_timesteps", "dagger_steps", "dagger_epochs"):
-            if int(run.body.get(key, 1)) < 1:
-                raise ConfigError(f"{run.name}: {key} must be >= 1")
-        if int(run.body.get("dagger_rounds", 0)) < 0:
-            raise ConfigError(f"{run.name}: dagger_rounds must be >= 0")
         for key in ("teacher_actions", "dagger_actions"):
-            if run.body.get(key, "deterministic") not in ACTION_MODES:
+            if keys.value(BCKeys, run, key) not in ACTION_MODES:
                 raise ConfigError(
                     f"{run.name}: {key} must be one of {list(ACTION_MODES)}, got {run.body[key]!r}"
                 )

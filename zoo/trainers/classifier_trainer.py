@@ -1,17 +1,6 @@
 """Supervised runs (``algo: classifier``): E1, the relational module vs a CNN on transformed MNIST.
 
-Keys besides the common ones::
-
-    model: relational_mnist          # or cnn_mnist, or an import path
-    model_kwargs: {}
-    dataset: {name: mnist, root: data/mnist, download: false}   # or {name: synthetic, ...}
-                                     # or {name: digits, n_test: 500}
-    transform: {max_shift: 6, max_rotation: 30.0, n_spots: [10, 5.0]}
-    iterations: 1000
-    batch_size: 300
-    learning_rate: 1.0e-3
-    eval_every: 100
-    test_size: 500
+Keys besides the common ones: :class:`ClassifierKeys` (their table: ``docs/trainer_keys.md``).
 
 ``dataset.name: mnist`` reads the IDX files from ``root`` (``download: true`` fetches them
 where a network exists); ``synthetic`` draws ``n_train``/``n_test`` digit-like images the
@@ -30,6 +19,7 @@ import csv
 import dataclasses
 import inspect
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,33 +35,51 @@ from attn_policies.algorithms.supervised import (
 from attn_policies.atomic import open_append
 from attn_policies.catalog import import_object
 from zoo import progress
-from zoo.config_checks import ConfigError, RunConfig, check_type, nearest
+from zoo.config_checks import ConfigError, RunConfig, nearest
 from zoo.metrics import CLASSIFIER_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve_module_builder
+from zoo.trainers import keys
 from zoo.trainers.base import save_state_dict
 from zoo.trainers.contract import KeyTypes, RunHandle, register
+from zoo.trainers.keys import key
 
 MODELS: dict[str, str] = {
     "relational_mnist": "attn_policies.relational:RelationalMNIST",
     "cnn_mnist": "attn_policies.relational:CNNMNIST",
 }
-KEYS: dict[str, tuple[type, ...] | None] = {
-    "model": (str,),
-    "model_kwargs": (dict,),
-    "dataset": (dict,),
-    "transform": (dict,),
-    "iterations": (int,),
-    "batch_size": (int,),
-    "learning_rate": (float,),
-    "eval_every": (int,),
-    "test_size": (int,),
-    "torch_threads": (int,),
-}
+
+
+@dataclass(frozen=True)
+class ClassifierKeys:
+    """The keys of ``algo: classifier`` runs (defaults of the training loop's from
+    :class:`~attn_policies.algorithms.supervised.ClassifierConfig`)."""
+
+    model: str = key(
+        doc="`relational_mnist`, `cnn_mnist` or an import path to a torch module class",
+        required=True,
+    )
+    model_kwargs: dict[str, Any] = key({}, "the model's kwargs")
+    dataset: dict[str, Any] = key(
+        {"name": "mnist"},
+        "`{name: mnist, root: data/mnist, download: false}`, `{name: synthetic, n_train, "
+        "n_test}` (generated: never downloads) or `{name: digits, n_test: 500}` (UCI digits)",
+    )
+    transform: dict[str, Any] = key(
+        {}, "MNISTTransform fields, e.g. `{max_shift: 6, max_rotation: 30.0, n_spots: [10, 5.0]}`"
+    )
+    iterations: int = key(ClassifierConfig.iterations, "Adam steps")
+    batch_size: int = key(ClassifierConfig.batch_size, "images per step")
+    learning_rate: float = key(ClassifierConfig.learning_rate, "Adam's step size")
+    eval_every: int = key(ClassifierConfig.eval_every, "steps between test accuracies")
+    test_size: int = key(ClassifierConfig.test_size, "images of the periodic tests")
+    torch_threads: int | None = key(None, "torch threads (null: one)")
+
+
 DATASET_KEYS = {"name", "root", "download", "n_train", "n_test"}
 
 
 def _model_class(run: RunConfig) -> type[nn.Module]:
-    name = run.body.get("model", "")
+    name = str(run.body.get("model") or "")
     if name in MODELS:
         return import_object(MODELS[name])
     if "." in name or ":" in name:
@@ -101,16 +109,18 @@ def make_transform(run: RunConfig) -> Any:
     if "n_spots" in raw and isinstance(raw["n_spots"], list):
         raw["n_spots"] = tuple(raw["n_spots"])
     names = [f.name for f in dataclasses.fields(MNISTTransform)]
-    for key in raw:
-        if key not in names:
-            raise ConfigError(f"{run.name}: unknown key 'transform.{key}'.{nearest(key, names)}")
+    for entry in raw:
+        if entry not in names:
+            raise ConfigError(
+                f"{run.name}: unknown key 'transform.{entry}'.{nearest(entry, names)}"
+            )
     return MNISTTransform(**raw)
 
 
 def load_data(run: RunConfig) -> tuple[Any, Any, Any, Any]:
     from attn_envs import mnist_data as mnist
 
-    spec = dict(run.body.get("dataset") or {"name": "mnist"})
+    spec = dict(keys.value(ClassifierKeys, run, "dataset"))
     if spec.get("name") == "synthetic":
         train = mnist.synthetic_digits(int(spec.get("n_train", 10_000)), seed=run.seed)
         test = mnist.synthetic_digits(int(spec.get("n_test", 2_000)), seed=run.seed + 1)
@@ -130,28 +140,27 @@ def load_data(run: RunConfig) -> tuple[Any, Any, Any, Any]:
 class ClassifierTrainer:
     """Trains a classifier with :func:`~attn_policies.algorithms.supervised.train_classifier`."""
 
+    config_model: type = ClassifierKeys
+
     def config_keys(self, body: dict[str, Any]) -> KeyTypes:
-        return KEYS
+        return keys.key_types(ClassifierKeys)
 
     def validate(self, run: RunConfig) -> None:
-        for key, types in KEYS.items():
-            check_type(run.name, key, run.body.get(key), types)
-        if "model" not in run.body:
-            raise ConfigError(f"{run.name}: missing required key 'model'")
+        keys.check(ClassifierKeys, run)
         cls = _model_class(run)
         kwargs = run.body.get("model_kwargs") or {}
         names = list(inspect.signature(cls.__init__).parameters)[1:]
-        for key in kwargs:
-            if key not in names:
+        for entry in kwargs:
+            if entry not in names:
                 raise ConfigError(
-                    f"{run.name}: model_kwargs: {cls.__name__} has no argument {key!r}."
-                    f"{nearest(key, names)}"
+                    f"{run.name}: model_kwargs: {cls.__name__} has no argument {entry!r}."
+                    f"{nearest(entry, names)}"
                 )
-        spec = run.body.get("dataset") or {}
-        for key in spec:
-            if key not in DATASET_KEYS:
+        spec = keys.value(ClassifierKeys, run, "dataset")
+        for entry in spec:
+            if entry not in DATASET_KEYS:
                 raise ConfigError(
-                    f"{run.name}: unknown key 'dataset.{key}'.{nearest(key, DATASET_KEYS)}"
+                    f"{run.name}: unknown key 'dataset.{entry}'.{nearest(entry, DATASET_KEYS)}"
                 )
         if spec.get("name", "mnist") not in ("mnist", "synthetic", "digits"):
             raise ConfigError(f"{run.name}: dataset.name must be 'mnist', 'synthetic' or 'digits'")
@@ -170,7 +179,7 @@ class ClassifierTrainer:
         make_transform(run)
 
     def probe(self, run: RunConfig) -> None:
-        spec = dict(run.body.get("dataset") or {"name": "mnist"})
+        spec = dict(keys.value(ClassifierKeys, run, "dataset"))
         if spec.get("name", "mnist") == "mnist" and not spec.get("download"):
             from attn_envs.mnist_data import load_mnist
 

@@ -1,32 +1,7 @@
 """CMA-ES runs (``algo: cmaes``): E3 CartPoleSwingUpHarder, E6 CarRacing, any flat-vector policy.
 
-Keys besides the common ones::
-
-    env: attn_envs/CartPoleSwingUpHarder-v0
-    env_kwargs: {}
-    train_env_kwargs: {}              # more env kwargs for fitness rollouts only (not tests),
-                                      # e.g. {upright_share: 0.5} for E3's curriculum
-    env_wrapper: []                   # gymnasium wrappers, as for SB3 runs
-    train_env_wrapper: []             # more wrappers for fitness rollouts only (not tests)
-    policy: attention_neuron_cartpole # a name below or an import path ("module:Class")
-    policy_kwargs: {}                 # obs_dim / action_dim are filled in when accepted
-    action_fn: null                   # import path mapping raw outputs (B, A) -> env actions
-    n_generations: 1000
-    population: 256
-    repeats: 16                       # episodes per solution, task seeds shared per generation
-    sigma0: 0.1
-    init: null                        # warm start: a run folder (its best model) or a state
-                                      # dict .pt of the same policy (read as tensors only; it
-                                      # must exist when the run starts or resumes); null: x0 = 0
-    cma_options: {}                   # pycma options, e.g. {CMA_diagonal: true}
-    es: cmaes                         # or pgpe: the same loop with PGPE (sigma0 = its
-    pgpe: {}                          # initial stdev); PGPEConfig fields, e.g.
-                                      # {center_learning_rate: 0.037, stdev_learning_rate: 0.078}
-    evaluator: batched                # or processes, ray (local; RAY_ADDRESS joins a cluster)
-    n_workers: 2                      # processes / Ray actors
-    max_episode_steps: null           # cap on rollout steps (null: the env's own limit)
-    torch_threads: 2
-    eval: {freq: 10, n_episodes: 100, final_episodes: 1000}   # freq counts generations
+Keys besides the common ones: :class:`CMAESKeys` (their table: ``docs/trainer_keys.md``);
+``eval.freq`` counts generations.
 
 An env id with a ``vector_entry_point`` (the numpy CartPoleSwingUp) runs as one batched env
 when the run has no ``env_wrapper``; otherwise copies of ``gym.make(env) + wrappers`` run in a
@@ -46,8 +21,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -62,11 +38,11 @@ from attn_policies.algorithms.pgpe import PGPEConfig
 from attn_policies.atomic import atomic_write
 from zoo import factory
 from zoo import progress as zoo_progress
-from zoo.config_checks import ConfigError, RunConfig, check_memory, check_type, nearest
+from zoo.config_checks import ConfigError, RunConfig, check_memory, nearest
 from zoo.evaluation import episode_lists, episode_stats, eval_json, summary
 from zoo.metrics import CMAES_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve_function
-from zoo.trainers import base, state_dict_file
+from zoo.trainers import base, keys, state_dict_file
 from zoo.trainers.base import (
     ProgressTable,
     load_state_dict,
@@ -83,29 +59,49 @@ from zoo.trainers.es_rollout import (
     policy_factory,
     rollout_spec,
 )
+from zoo.trainers.keys import key, value
 
-KEYS: dict[str, tuple[type, ...] | None] = {
-    "env": (str,),
-    "env_kwargs": (dict,),
-    "train_env_kwargs": (dict,),
-    "env_wrapper": None,
-    "train_env_wrapper": None,
-    "policy": (str,),
-    "policy_kwargs": (dict,),
-    "action_fn": (str,),
-    "n_generations": (int,),
-    "population": (int,),
-    "repeats": (int,),
-    "sigma0": (float, int),
-    "init": (str,),
-    "cma_options": (dict,),
-    "es": (str,),
-    "pgpe": (dict,),
-    "evaluator": (str,),
-    "n_workers": (int,),
-    "max_episode_steps": (int,),
-    "torch_threads": (int,),
-}
+
+@dataclass(frozen=True)
+class CMAESKeys:
+    """The keys of ``algo: cmaes`` runs."""
+
+    env: str = key(doc="a Gymnasium env id", required=True)
+    env_kwargs: dict[str, Any] = key({}, "kwargs of the env")
+    train_env_kwargs: dict[str, Any] = key(
+        {}, "more env kwargs for fitness rollouts only, not tests (E3: `{upright_share: 0.5}`)"
+    )
+    env_wrapper: Any = key([], "Gymnasium wrappers, as for SB3 runs")
+    train_env_wrapper: Any = key([], "more wrappers for fitness rollouts only, not tests")
+    policy: str = key(doc="a policy name or an import path (`module:Class`)", required=True)
+    policy_kwargs: dict[str, Any] = key(
+        {}, "the policy's kwargs (`obs_dim` / `action_dim` are filled in when it takes them)"
+    )
+    action_fn: str | None = key(None, "import path mapping raw outputs (B, A) to env actions")
+    n_generations: int = key(doc="generations to train", required=True)
+    population: int = key(CMAESConfig.population, "solutions per generation")
+    repeats: int = key(
+        CMAESConfig.repeats, "episodes per solution (task seeds shared per generation)"
+    )
+    sigma0: float | int = key(CMAESConfig.sigma0, "initial step size (PGPE: initial stdev)")
+    init: str | None = key(
+        None,
+        "warm start: a run folder (its best model) or a state dict .pt of the same policy, "
+        "read as tensors only (null: x0 = 0)",
+    )
+    cma_options: dict[str, Any] = key({}, "pycma options, e.g. `{CMA_diagonal: true}`")
+    es: Literal["cmaes", "pgpe"] = key("cmaes", "the search: CMA-ES, or PGPE in the same loop")
+    pgpe: dict[str, Any] = key(
+        {}, "PGPEConfig fields, e.g. `{center_learning_rate: 0.037, stdev_learning_rate: 0.078}`"
+    )
+    evaluator: str = key(
+        "batched", "`batched`, `processes` or `ray` (local; RAY_ADDRESS joins a cluster)"
+    )
+    n_workers: int = key(2, "processes or Ray actors of the evaluator")
+    max_episode_steps: int | None = key(None, "cap on rollout steps (null: the env's own limit)")
+    torch_threads: int | None = key(None, "torch threads (null: one)")
+
+
 PROGRESS_FIELDS = [
     "generation",
     "env_steps",
@@ -129,17 +125,17 @@ def check_search_memory(run: RunConfig) -> None:
     n = count_parameters(run)
     if n is None:
         return
-    population = int(run.body.get("population", 256))
+    population = int(value(CMAESKeys, run, "population"))
     need = population * n * (8 + 4) + n * 4 * 4  # solutions; policy, mean, steps
     what = f"a population of {population:,} x {n:,} parameters"
-    diagonal = (run.body.get("cma_options") or {}).get("CMA_diagonal") is True
-    if run.body.get("es", "cmaes") == "cmaes" and not diagonal:
+    diagonal = value(CMAESKeys, run, "cma_options").get("CMA_diagonal") is True
+    if value(CMAESKeys, run, "es") == "cmaes" and not diagonal:
         need += 3 * n * n * 8
         what += f" with a {n:,} x {n:,} covariance"
     check_memory(run.name, need, what, "lower population or the policy's size")
 
 
-ES_METHODS = ("cmaes", "pgpe")
+ES_METHODS = keys.choices(CMAESKeys, "es")
 PGPE_KEYS = tuple(
     f.name
     for f in dataclasses.fields(PGPEConfig)
@@ -150,16 +146,16 @@ PGPE_KEYS = tuple(
 def cma_config(run: RunConfig, x0: np.ndarray | None = None) -> CMAESConfig | PGPEConfig:
     """The run's search settings (``es: cmaes`` or ``pgpe``); ``x0`` (see
     :func:`init_vector`) is read only to train."""
-    method = run.body.get("es", "cmaes")
+    method = value(CMAESKeys, run, "es")
     if method not in ES_METHODS:
         raise ConfigError(
             f"{run.name}: es must be one of {', '.join(ES_METHODS)}, got {method!r}."
             f"{nearest(method, ES_METHODS)}"
         )
     common: dict[str, Any] = {
-        "population": int(run.body.get("population", 256)),
-        "repeats": int(run.body.get("repeats", 16)),
-        "sigma0": float(run.body.get("sigma0", 0.1)),
+        "population": int(value(CMAESKeys, run, "population")),
+        "repeats": int(value(CMAESKeys, run, "repeats")),
+        "sigma0": float(value(CMAESKeys, run, "sigma0")),
         "seed": run.seed,
         "x0": x0,
     }
@@ -168,7 +164,7 @@ def cma_config(run: RunConfig, x0: np.ndarray | None = None) -> CMAESConfig | PG
     if run.body.get("pgpe"):
         raise ConfigError(f"{run.name}: 'pgpe' settings need es: pgpe (this run is es: cmaes)")
     try:
-        return CMAESConfig(options=dict(run.body.get("cma_options") or {}), **common)
+        return CMAESConfig(options=dict(value(CMAESKeys, run, "cma_options")), **common)
     except ValueError as err:
         raise ConfigError(f"{run.name}: {err}") from None
 
@@ -177,10 +173,10 @@ def _pgpe_config(run: RunConfig, common: dict[str, Any]) -> PGPEConfig:
     if run.body.get("cma_options"):
         raise ConfigError(f"{run.name}: 'cma_options' are pycma's; this run is es: pgpe")
     settings = dict(run.body.get("pgpe") or {})
-    for key in settings:
-        if key not in PGPE_KEYS:
+    for name in settings:
+        if name not in PGPE_KEYS:
             raise ConfigError(
-                f"{run.name}: unknown pgpe setting {key!r}.{nearest(str(key), PGPE_KEYS)} "
+                f"{run.name}: unknown pgpe setting {name!r}.{nearest(str(name), PGPE_KEYS)} "
                 f"Known: {', '.join(PGPE_KEYS)}"
             )
     try:
@@ -190,10 +186,10 @@ def _pgpe_config(run: RunConfig, common: dict[str, Any]) -> PGPEConfig:
 
 
 def make_run_evaluator(run: RunConfig) -> Any:
-    kind = run.body.get("evaluator", "batched")
+    kind = value(CMAESKeys, run, "evaluator")
     kwargs: dict[str, Any] = {}
     if kind in ("processes", "ray"):
-        kwargs["n_workers"] = int(run.body.get("n_workers", 2))
+        kwargs["n_workers"] = int(value(CMAESKeys, run, "n_workers"))
     if kind == "ray":  # the cluster is the user's (RAY_ADDRESS), never the config's
         from zoo.ray_grid import cluster_address
 
@@ -209,16 +205,14 @@ def _test_seeds(seed: int, n: int) -> list[int]:
 class CMAESZooTrainer:
     """Trains a flat-vector policy with :class:`~attn_policies.algorithms.cmaes.CMAESTrainer`."""
 
+    config_model: type = CMAESKeys
+
     def config_keys(self, body: dict[str, Any]) -> KeyTypes:
-        return KEYS
+        return keys.key_types(self.config_model)
 
     def validate(self, run: RunConfig) -> None:
-        for key, types in KEYS.items():
-            check_type(run.name, key, run.body.get(key), types)
-        for key in ("env", "policy", "n_generations"):
-            if key not in run.body:
-                raise ConfigError(f"{run.name}: missing required key {key!r}")
-        kind = run.body.get("evaluator", "batched")
+        keys.check(CMAESKeys, run)
+        kind = value(CMAESKeys, run, "evaluator")
         if kind not in EVALUATORS:
             raise ConfigError(
                 f"{run.name}: evaluator must be one of {', '.join(EVALUATORS)}, got {kind!r}"
@@ -236,8 +230,8 @@ class CMAESZooTrainer:
                 resolve_function(run.body["action_fn"], "action_fn")
             except ValueError as err:
                 raise ConfigError(f"{run.name}: 'action_fn': {err}") from None
-        for key in ("env_wrapper", "train_env_wrapper"):
-            factory.resolve_wrappers(factory.wrapper_specs(run.body.get(key), key))
+        for name in ("env_wrapper", "train_env_wrapper"):
+            factory.resolve_wrappers(factory.wrapper_specs(run.body.get(name), name))
 
     def probe(self, run: RunConfig) -> None:
         """Dry build: policy and env fit together (one short rollout of one solution)."""

@@ -57,8 +57,13 @@ class RunHandle(Protocol):
 class Trainer(Protocol):
     """One family of ``algo`` values: its keys, checks, training loop, loading and evaluation."""
 
+    config_model: type
+    """The frozen dataclass of its keys (:mod:`zoo.trainers.keys`): types, defaults, ranges and
+    a line of doc each, read by validation, the train command's size line and the docs."""
+
     def config_keys(self, body: dict[str, Any]) -> KeyTypes:
-        """The keys a config with this ``body`` may hold beyond ``COMMON_KEYS``."""
+        """The keys a config with this ``body`` may hold beyond ``COMMON_KEYS``: those of
+        :attr:`config_model` (and for SB3 the algorithm's hyper-parameters)."""
         ...
 
     def validate(self, run: RunConfig) -> None:

@@ -7,40 +7,8 @@ article did it (``ant_pi_bc`` in zoo/configs/ant_bc.yml) is the same trainer wit
 ``beta: teacher``, ``collect_rounds``, ``batch_episodes`` and ``prev_action_noise``. See
 :mod:`attn_policies.algorithms.dagger` for the algorithm.
 
-Keys besides the common ones::
-
-    teacher: runs/cartpole_fnn/0-...   # a zoo run folder of an ES-style policy (its best
-                                       # model, read as tensors only via zoo.load(...).model());
-                                       # a relative path is from the working directory
-    # teacher: {experiment: cartpole_fnn, budget: cpu}   # or a zoo experiment trained into
-                                       # RUN/teacher first (budget: the run's unless given)
-    teacher_temperature: null          # T: the teacher's output tanh(z) becomes tanh(z / T),
-                                       # a softer target (E3's FNN is bang-bang: |z| ~ 260)
-    env: attn_envs/CartPoleSwingUpHarder-v0
-    env_kwargs: {}
-    env_wrapper: []                    # as for algo: cmaes
-    policy: attention_neuron_cartpole  # the student, named as for algo: cmaes
-    policy_kwargs: {}
-    action_fn: null
-    n_rounds: 20                       # DAgger rounds (collect n_envs episodes + train)
-    n_envs: 64                         # episodes per round
-    window: 25                         # truncated-BPTT steps per update
-    learning_rate: 0.003
-    max_grad_norm: 1.0
-    keep_rounds: 3                     # train on the last this many rounds' data
-    shuffle_inputs: true               # one input permutation per episode for the student
-    max_episode_steps: null            # cap on collected and test episode steps
-    collect_steps: null                # cap on collected episode steps only (E4: 500)
-    beta: dagger                       # teacher share per round: dagger (1, 0.5, 0, 0.5 ...),
-                                       # teacher (1 always: behaviour cloning) or a number
-    collect_rounds: 0                  # K > 0: rounds 1..K only collect (K * n_envs episodes,
-                                       # all kept); each later round is one epoch over them
-    batch_episodes: 0                  # trajectories per minibatch (0: a round's data at once)
-    prev_action_noise: 0.0             # std of the noise on the previous action fed in training
-    handover: 0                        # H > 0: teacher-driven copies hand over to the student
-                                       # at a step drawn from [0, H)
-    torch_threads: 1
-    eval: {freq: 1, n_episodes: 100, final_episodes: 1000}   # freq counts rounds
+Keys besides the common ones: :class:`DAggerKeys` (their table: ``docs/trainer_keys.md``);
+``eval.freq`` counts rounds.
 
 The run folder holds ``model.pt`` (the last student) and ``best_model.pt`` (the one with the
 best test return), both state dicts of the policy, so a CMA-ES run's ``init:`` can name the
@@ -57,8 +25,9 @@ import pickle
 import time
 import zipfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -67,38 +36,68 @@ import zoo
 from attn_policies.algorithms.dagger import DAgger, DAggerConfig
 from attn_policies.algorithms.es_eval import BatchedEvaluator
 from zoo import progress as zoo_progress
-from zoo.config_checks import ConfigError, RunConfig, check_type
+from zoo.config_checks import ConfigError, RunConfig
 from zoo.metrics import DAGGER_METRICS, MetricsLogger, renamed
-from zoo.trainers import base, es_rollout
+from zoo.trainers import base, es_rollout, keys
 from zoo.trainers.base import ProgressTable, read_json, save_state_dict
 from zoo.trainers.cmaes_trainer import CMAESZooTrainer
-from zoo.trainers.contract import KeyTypes, RunHandle, register
+from zoo.trainers.contract import RunHandle, register
+from zoo.trainers.keys import key
 
-KEYS: dict[str, tuple[type, ...] | None] = {
-    "teacher": (str, dict),
-    "teacher_temperature": (float, int),
-    "env": (str,),
-    "env_kwargs": (dict,),
-    "env_wrapper": None,
-    "policy": (str,),
-    "policy_kwargs": (dict,),
-    "action_fn": (str,),
-    "n_rounds": (int,),
-    "n_envs": (int,),
-    "window": (int,),
-    "learning_rate": (float, int),
-    "max_grad_norm": (float, int),
-    "keep_rounds": (int,),
-    "shuffle_inputs": (bool,),
-    "max_episode_steps": (int,),
-    "collect_steps": (int,),
-    "beta": (str, float, int),
-    "collect_rounds": (int,),
-    "batch_episodes": (int,),
-    "prev_action_noise": (float, int),
-    "handover": (int,),
-    "torch_threads": (int,),
-}
+
+@dataclass(frozen=True)
+class DAggerKeys:
+    """The keys of ``algo: dagger`` runs (defaults of the algorithm's from
+    :class:`~attn_policies.algorithms.dagger.DAggerConfig`)."""
+
+    teacher: str | dict[str, Any] | None = key(
+        None,
+        "a zoo run folder of an ES-style policy (its best model, read as tensors only), or "
+        "`{experiment: NAME, budget: B}` trained into RUN/teacher first (null: give it with "
+        "`--set teacher=FOLDER`)",
+    )
+    teacher_temperature: float | int | None = key(
+        None, "T: the teacher's output tanh(z) becomes tanh(z / T), a softer target"
+    )
+    env: str = key(doc="a Gymnasium env id", required=True)
+    env_kwargs: dict[str, Any] = key({}, "kwargs of the env")
+    env_wrapper: Any = key([], "Gymnasium wrappers, as for algo: cmaes")
+    policy: str = key(doc="the student, named as for algo: cmaes", required=True)
+    policy_kwargs: dict[str, Any] = key({}, "the student's kwargs")
+    action_fn: str | None = key(None, "import path mapping raw outputs to env actions")
+    n_rounds: int = key(doc="DAgger rounds (collect n_envs episodes, then train)", required=True)
+    n_envs: int = key(DAggerConfig.n_envs, "episodes per round")
+    window: int = key(DAggerConfig.window, "truncated-BPTT steps per update")
+    learning_rate: float | int = key(DAggerConfig.learning_rate, "Adam's step size")
+    max_grad_norm: float | int = key(DAggerConfig.max_grad_norm, "gradient clipping norm")
+    keep_rounds: int = key(DAggerConfig.keep_rounds, "train on the last this many rounds' data")
+    shuffle_inputs: bool = key(
+        DAggerConfig.shuffle_inputs, "one input permutation per episode for the student"
+    )
+    max_episode_steps: int | None = key(None, "cap on collected and test episode steps")
+    collect_steps: int | None = key(None, "cap on collected episode steps only (E4: 500)")
+    beta: Literal["dagger", "teacher"] | float | int = key(
+        DAggerConfig.beta,
+        "teacher share per round: dagger (1, 0.5, 0, 0.5, ...), teacher (1 always: behaviour "
+        "cloning) or a number",
+    )
+    collect_rounds: int = key(
+        DAggerConfig.collect_rounds,
+        "K > 0: rounds 1..K only collect (all kept); each later round is one epoch over them",
+    )
+    batch_episodes: int = key(
+        DAggerConfig.batch_episodes, "trajectories per minibatch (0: a round's data at once)"
+    )
+    prev_action_noise: float | int = key(
+        DAggerConfig.prev_action_noise, "std of the noise on the previous action fed in training"
+    )
+    handover: int = key(
+        DAggerConfig.handover,
+        "H > 0: teacher-driven copies hand over to the student at a step drawn from [0, H)",
+    )
+    torch_threads: int | None = key(None, "torch threads (null: one)")
+
+
 # What a truncated or tampered checkpoint raises (torch.load with weights_only, np.load, JSON).
 CHECKPOINT_ERRORS = (
     OSError,
@@ -114,24 +113,24 @@ PROGRESS_FIELDS = ["round", "env_steps", "beta", "loss", "seconds", "test_mean",
 
 
 def dagger_config(run: RunConfig) -> DAggerConfig:
-    body = run.body
-    beta = body.get("beta", "dagger")
+    given = keys.values(DAggerKeys, run)
+    beta = given.beta
     try:
         return DAggerConfig(
-            n_envs=int(body.get("n_envs", 64)),
+            n_envs=int(given.n_envs),
             # else the env's own limit
-            max_steps=int(body.get("collect_steps") or body.get("max_episode_steps") or 10**6),
-            window=int(body.get("window", 25)),
-            learning_rate=float(body.get("learning_rate", 3e-3)),
-            max_grad_norm=float(body.get("max_grad_norm", 1.0)),
-            keep_rounds=int(body.get("keep_rounds", 3)),
-            shuffle_inputs=bool(body.get("shuffle_inputs", True)),
+            max_steps=int(given.collect_steps or given.max_episode_steps or 10**6),
+            window=int(given.window),
+            learning_rate=float(given.learning_rate),
+            max_grad_norm=float(given.max_grad_norm),
+            keep_rounds=int(given.keep_rounds),
+            shuffle_inputs=bool(given.shuffle_inputs),
             seed=run.seed,
             beta=beta if isinstance(beta, str) else float(beta),
-            collect_rounds=int(body.get("collect_rounds", 0)),
-            batch_episodes=int(body.get("batch_episodes", 0)),
-            prev_action_noise=float(body.get("prev_action_noise", 0.0)),
-            handover=body.get("handover", 0),
+            collect_rounds=int(given.collect_rounds),
+            batch_episodes=int(given.batch_episodes),
+            prev_action_noise=float(given.prev_action_noise),
+            handover=given.handover,
         )
     except ValueError as err:
         raise ConfigError(f"{run.name}: {err}") from None
@@ -219,21 +218,16 @@ def load_teacher(run: RunConfig, path: Path | None = None) -> nn.Module:
 class DAggerZooTrainer(CMAESZooTrainer):
     """Trains an ES policy by DAgger; loading and evaluation are those of ``algo: cmaes``."""
 
-    def config_keys(self, body: dict[str, Any]) -> KeyTypes:
-        return KEYS
+    config_model: type = DAggerKeys
 
     def check_resume(self, path: Path, run: RunConfig) -> None:
         """No read ahead (CMA-ES's would misread a DAgger checkpoint): :meth:`train` reads
         the checkpoint, after building the teacher it needs."""
 
     def validate(self, run: RunConfig) -> None:
-        for key, types in KEYS.items():
-            check_type(run.name, key, run.body.get(key), types)
         # A config may leave `teacher` to the command line (--set teacher=FOLDER: E4's is the
         # authors' checkpoint, imported on the user's machine); probe asks for it.
-        for key in ("env", "policy", "n_rounds"):
-            if key not in run.body:
-                raise ConfigError(f"{run.name}: missing required key {key!r}")
+        keys.check(DAggerKeys, run)
         es_rollout.policy_builder(run)
         es_rollout.check_policy_memory(run)  # before anything builds the student
         dagger_config(run)

@@ -47,16 +47,26 @@ from typing import TYPE_CHECKING, Any
 import zoo
 import zoo.config
 from zoo.config_checks import ConfigError, RunConfig, nearest
-from zoo.trainers import get_episode_trainer, get_trainer
+from zoo.trainers import get_episode_trainer, get_trainer, keys
 from zoo.trainers.contract import KeyTypes, RunHandle, register
 
 if TYPE_CHECKING:
     import gymnasium as gym
 
-KEYS: KeyTypes = {
-    "stages": (list,),
-    "env": (str,),
-}
+
+@dataclass(frozen=True)
+class RecipeKeys:
+    """The keys of ``algo: recipe`` runs (a stage's: :mod:`zoo.trainers.recipe_trainer`)."""
+
+    stages: list[dict[str, Any]] = keys.key(
+        doc="the stages in order, each `{name, experiment, budget, overrides, init, teacher}` "
+        "(experiment required)",
+        required=True,
+    )
+    env: str | None = keys.key(None, "the env of the final agent (documentation)")
+
+
+KEYS: KeyTypes = keys.key_types(RecipeKeys)
 STAGE_KEYS = ("name", "experiment", "budget", "overrides", "init", "teacher")
 SEED_STRIDE = 100  # stage k of recipe seed S trains with seed SEED_STRIDE * S + k
 MAX_STAGES = SEED_STRIDE
@@ -209,6 +219,8 @@ def final_stage(path: str | Path, run: RunConfig) -> Any:
 @register("recipe")
 class RecipeTrainer:
     """Trains a recipe's stages one after the other into ``stages/`` of the run folder."""
+
+    config_model: type = RecipeKeys
 
     def config_keys(self, body: dict[str, Any]) -> KeyTypes:
         return KEYS

@@ -8,28 +8,45 @@ trains it stage by stage (:func:`stages`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any, Literal, cast
 
 import gymnasium as gym
 import numpy as np
 
 from zoo.config_checks import ConfigError, RunConfig, check_memory, nearest
 from zoo.config_merge import deep_merge
+from zoo.trainers.contract import KeyTypes
+from zoo.trainers.keys import key, key_types
 
-RL_KEYS: dict[str, tuple[type, ...] | None] = {
-    "env": (str,),
-    "env_kwargs": (dict,),
-    "env_wrapper": (list, str, dict),
-    "n_envs": (int,),
-    "vec_env": (str,),
-    "frame_stack": (int,),
-    "normalize": (bool, dict),
-    "policy": (str,),
-    "policy_kwargs": (dict,),
-    "torch_threads": (int,),
-    "curriculum": (list,),
-    "init": (str,),
-}
+
+@dataclass(frozen=True)
+class SB3Keys:
+    """The keys of SB3 runs besides the algorithm's own hyper-parameters (those of its
+    class's ``__init__``: ``learning_rate``, ``n_steps``, ``buffer_size``, ...)."""
+
+    env: str = key(doc="a Gymnasium env id", required=True)
+    env_kwargs: dict[str, Any] = key({}, "kwargs of the env")
+    env_wrapper: list[Any] | str | dict[str, Any] = key(
+        [], "Gymnasium wrappers: a name, `{name: kwargs}` or a list of them"
+    )
+    n_envs: int = key(1, "envs side by side")
+    vec_env: Literal["dummy", "subproc"] = key("dummy", "subproc: one process per env")
+    frame_stack: int | None = key(None, "frames stacked by VecFrameStack (null: none)")
+    normalize: bool | dict[str, Any] = key(
+        False, "VecNormalize the observations and rewards (a dict: its kwargs)"
+    )
+    policy: str = key(doc="an SB3 policy name or an import path", required=True)
+    policy_kwargs: dict[str, Any] = key({}, "the policy's kwargs (extractor, net_arch, ...)")
+    n_timesteps: int = key(doc="env steps to train (all envs together)", required=True)
+    torch_threads: int | None = key(None, "torch threads (null: one)")
+    curriculum: list[Any] | None = key(
+        None, "stages, each overriding env, env_kwargs, env_wrapper and n_timesteps"
+    )
+    init: str | None = key(None, "warm start: a run folder of the same algorithm and policy")
+
+
+RL_KEYS: KeyTypes = key_types(SB3Keys)
 
 CURRICULUM_KEYS = ("env", "env_kwargs", "env_wrapper", "n_timesteps")
 
@@ -61,11 +78,11 @@ def check_curriculum(run: RunConfig) -> None:
     if not isinstance(plan, list) or not plan or not all(isinstance(s, dict) for s in plan):
         raise ConfigError(f"{run.name}: 'curriculum' must be a non-empty list of stage mappings")
     for i, stage in enumerate(plan):
-        for key in stage:
-            if key not in CURRICULUM_KEYS:
+        for entry in stage:
+            if entry not in CURRICULUM_KEYS:
                 raise ConfigError(
                     f"{run.name}: curriculum[{i}] may set {', '.join(CURRICULUM_KEYS)}, not "
-                    f"{key!r}.{nearest(key, CURRICULUM_KEYS)}"
+                    f"{entry!r}.{nearest(entry, CURRICULUM_KEYS)}"
                 )
         if not isinstance(stage.get("n_timesteps"), int) or isinstance(stage["n_timesteps"], bool):
             raise ConfigError(f"{run.name}: curriculum[{i}] needs an integer 'n_timesteps'")

@@ -30,10 +30,10 @@ from zoo.evaluation import (
     summary,
 )
 from zoo.metrics import MetricsLogger
-from zoo.trainers import SB3_ALGOS
+from zoo.trainers import SB3_ALGOS, keys
 from zoo.trainers.contract import KeyTypes, RunHandle, register
 from zoo.trainers.sb3_checkpoint import CheckpointCallback, checkpoint_files, default_save_freq
-from zoo.trainers.sb3_config import RL_KEYS, check_curriculum, check_memory_of, stages
+from zoo.trainers.sb3_config import RL_KEYS, SB3Keys, check_curriculum, check_memory_of, stages
 from zoo.trainers.sb3_state import (
     ArtefactError,
     check_replay_buffer,
@@ -83,6 +83,8 @@ def _latest_eval(callbacks: Sequence[Any]) -> str | None:
 class SB3Trainer:
     """Any SB3 algorithm (``ppo``, ``a2c``, ``dqn``, ``double_dqn``, ``qrdqn``, ...)."""
 
+    config_model: type = SB3Keys  # and the algorithm's hyper-parameters
+
     def config_keys(self, body: dict[str, Any]) -> KeyTypes:
         try:
             algo = factory.resolve("algo", str(body.get("algo")))
@@ -92,14 +94,8 @@ class SB3Trainer:
 
     def validate(self, run: RunConfig) -> None:
         """Static checks: types, required keys, classes and keyword arguments resolve."""
-        from zoo.config_checks import check_type
-
-        for key, types in RL_KEYS.items():
-            check_type(run.name, key, run.body.get(key), types)
-        for key in ("env", "policy", "n_timesteps"):
-            if key not in run.body:
-                raise ConfigError(f"{run.name}: missing required key {key!r}")
-        if run.body.get("vec_env", "dummy") not in ("dummy", "subproc"):
+        keys.check(SB3Keys, run)
+        if keys.value(SB3Keys, run, "vec_env") not in keys.choices(SB3Keys, "vec_env"):
             raise ConfigError(f"{run.name}: 'vec_env' must be 'dummy' or 'subproc'")
         algo = factory.algo_class(run)
         policy = factory.policy_class(run, algo)
@@ -165,7 +161,7 @@ class SB3Trainer:
             restore_logger(logger, read_logger_state(ckpt / "last.zip"))
 
         n_timesteps = plan[-1][1]
-        save_freq = int(run.body.get("save_freq", 0) or default_save_freq(n_timesteps))
+        save_freq = int(run.body.get("save_freq") or default_save_freq(n_timesteps))
         checkpoint = CheckpointCallback(path, save_freq)
         cbs: list[Any] = [metrics.episode_callback()]
         eval_env = None
