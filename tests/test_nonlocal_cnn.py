@@ -424,3 +424,63 @@ def test_extractor_validates_its_arguments() -> None:
 def test_non_positive_sizes_are_refused_at_construction(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="must be a positive integer"):
         NonLocalNatureCNN(ATARI, **kwargs)
+
+
+@pytest.mark.parametrize("positions", [(), ("fc",), ("conv3", "fc")])
+def test_channels_last_is_the_same_network_in_another_layout(positions: tuple[str, ...]) -> None:
+    space = spaces.Box(0, 255, (4, 84, 84), dtype=np.uint8)
+    torch.manual_seed(0)
+    plain = NonLocalNatureCNN(space, positions=positions)
+    fast = NonLocalNatureCNN(space, positions=positions, channels_last=True)
+    fast.load_state_dict(plain.state_dict())
+    for block in fast.modules():  # beta = 0 at init would hide the blocks: make them count
+        if isinstance(block, NonLocalBlock):
+            block.beta.data.fill_(0.5)
+    for block in plain.modules():
+        if isinstance(block, NonLocalBlock):
+            block.beta.data.fill_(0.5)
+    x = torch.rand(5, 4, 84, 84)
+    out_plain, out_fast = plain(x), fast(x)
+    assert fast.cnn.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(out_fast, out_plain, rtol=1e-4, atol=1e-5)
+    out_plain.square().sum().backward()
+    out_fast.square().sum().backward()
+    for (name, a), b in zip(plain.named_parameters(), fast.parameters(), strict=True):
+        torch.testing.assert_close(b.grad, a.grad, rtol=1e-3, atol=1e-5, msg=name)
+
+
+def test_bf16_autocast_returns_float32_features_close_to_fp32() -> None:
+    space = spaces.Box(0, 255, (4, 84, 84), dtype=np.uint8)
+    torch.manual_seed(1)
+    plain = NonLocalNatureCNN(space)
+    half = NonLocalNatureCNN(space, bf16=True)
+    half.load_state_dict(plain.state_dict())
+    x = torch.rand(3, 4, 84, 84)
+    out = half(x)
+    assert out.dtype == torch.float32
+    scale = float(plain(x).detach().abs().max())
+    assert float((out - plain(x)).abs().max()) < 0.05 * scale  # bf16: ~3 significant digits
+    out.sum().backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in half.parameters())
+
+
+def test_channels_last_extractor_builds_trains_and_reloads_in_sb3(tmp_path: Path) -> None:
+    import ale_py
+    from stable_baselines3 import A2C
+
+    gym.register_envs(ale_py)
+    env = gym.make("ALE/Pong-v5", obs_type="grayscale")  # a small real image env
+    env = gym.wrappers.ResizeObservation(env, (84, 84))
+    env = gym.wrappers.FrameStackObservation(env, 4)
+    kwargs = {"features_extractor_class": NonLocalNatureCNN,
+              "features_extractor_kwargs": {"channels_last": True}}  # fmt: skip
+    model = A2C("CnnPolicy", env, n_steps=4, policy_kwargs=kwargs, seed=0, device="cpu")
+    model.learn(8)
+    weight = model.policy.features_extractor.cnn.conv1.weight
+    assert weight.is_contiguous(memory_format=torch.channels_last)
+    obs, _ = env.reset(seed=0)
+    action, _ = model.predict(obs, deterministic=True)
+    model.save(tmp_path / "m.zip")
+    again = A2C.load(tmp_path / "m.zip", device="cpu")
+    assert again.predict(obs, deterministic=True)[0] == action
+    env.close()

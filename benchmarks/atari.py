@@ -1,0 +1,112 @@
+"""E8's A2C on Pong, steps per second before and after the CPU speed-ups (issue 49, item 3).
+
+Each cell is a real ``attn-zoo train atari_nonlocal`` run in a subprocess (one torch thread,
+16 envs in subprocesses, the cpu budget's settings) with periodic evaluation off; its speed
+is env steps over the training wall time the run writes to ``status.json``. The settings are
+measured in turns (before, after, ... ``--repeats`` times) in one invocation on one machine,
+and each setting's median is reported:
+
+- ``before``: the Nature CNN extractor as the configs ship it (fp32, NCHW);
+- ``channels_last``: the same fp32 network with NHWC weights and activations
+  (``features_extractor_kwargs.channels_last: true``), the same arithmetic;
+- ``bf16``: channels-last under bfloat16 autocast, measured only: no config uses it until
+  learning curves on the same seeds match fp32's.
+
+``speedup_a2c_pong`` is ``channels_last`` over ``before`` for the paper's default variant
+(the non-local block before FC).
+
+Usage::
+
+    python benchmarks/atari.py [--steps 16000] [--repeats 2] [--out benchmarks/results/atari.json]
+
+Writes the JSON and a PNG beside it. Run it on an otherwise quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+KWARGS = "policy_kwargs.features_extractor_kwargs"
+SETTINGS: dict[str, list[str]] = {
+    "before": [],
+    "channels_last": [f"{KWARGS}.channels_last=true"],
+    "bf16": [f"{KWARGS}.channels_last=true", f"{KWARGS}.bf16=true"],
+}
+VARIANTS = {"fc": "non-local block before FC (E8's default)", "cnn": "Nature CNN (no block)"}
+
+
+def run_cell(variant: str, setting: str, steps: int) -> dict:
+    """One short A2C Pong run; its steps per second of training wall time."""
+    with tempfile.TemporaryDirectory() as root:
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        cmd = ["attn-zoo", "train", "atari_nonlocal", "--budget", "cpu", "--root", root]
+        cmd += ["--no-progress", "--set", "game=Pong", f"variant={variant}",
+                f"n_timesteps={steps}", "eval.freq=0", "eval.final_episodes=1",
+                "torch_threads=1", *SETTINGS[setting]]  # fmt: skip
+        subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=3600)
+        (status_file,) = Path(root).rglob("status.json")
+        status = json.loads(status_file.read_text())
+    done, wall = int(status["num_timesteps"]), float(status["wall_seconds"])
+    return {"steps": done, "wall_seconds": wall, "steps_per_s": round(done / wall, 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=16_000)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    parser.add_argument("--out", default="benchmarks/results/atari.json")
+    args = parser.parse_args()
+    runs: dict[str, dict[str, list[dict]]] = {v: {s: [] for s in SETTINGS} for v in args.variants}
+    for _ in range(args.repeats):
+        for variant in args.variants:
+            for setting in SETTINGS:
+                row = run_cell(variant, setting, args.steps)
+                runs[variant][setting].append(row)
+                print(variant, setting, row, flush=True)
+    medians = {
+        v: {s: statistics.median(r["steps_per_s"] for r in rows) for s, rows in cells.items()}
+        for v, cells in runs.items()
+    }
+    result = {
+        "what": "E8 A2C Pong (atari_nonlocal, cpu budget, 16 envs, 1 torch thread), steps/s",
+        "cpu_count": os.cpu_count(),
+        "steps_per_run": args.steps,
+        "medians": medians,
+        "runs": runs,
+    }
+    if "fc" in medians:
+        result["speedup_a2c_pong"] = round(
+            medians["fc"]["channels_last"] / medians["fc"]["before"], 3
+        )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    width = 0.8 / len(SETTINGS)
+    for k, setting in enumerate(SETTINGS):
+        xs = [i + k * width for i in range(len(medians))]
+        ax.bar(xs, [medians[v][setting] for v in medians], width, label=setting)
+    ax.set_xticks([i + width for i in range(len(medians))], [VARIANTS[v] for v in medians])
+    ax.set_ylabel("env steps / s")
+    ax.set_title("E8 A2C Pong on this machine (median of runs)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out.with_suffix(".png"), dpi=120)
+    print(json.dumps(medians, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
