@@ -298,8 +298,11 @@ class NonLocalNatureCNN(BaseFeaturesExtractor):
         if self.channels_last:
             # The weights move at the first forward, not in __init__: SB3's orthogonal init
             # (a .view of each weight) runs after the extractor is built and needs NCHW.
-            if not self.cnn.conv1.weight.is_contiguous(memory_format=torch.channels_last):
-                self.cnn.to(memory_format=torch.channels_last)
+            for weight in self.cnn.parameters():
+                if weight.dim() == 4 and not weight.is_contiguous(
+                    memory_format=torch.channels_last
+                ):
+                    weight.data = weight.data.contiguous(memory_format=torch.channels_last)
             observations = observations.contiguous(memory_format=torch.channels_last)
         with torch.autocast(observations.device.type, torch.bfloat16, enabled=self.bf16):
             features = self.linear(self.cnn(observations))
