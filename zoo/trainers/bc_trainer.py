@@ -297,6 +297,10 @@ class BCTrainer:
         load_state_dict(student, self.model_file(path, which), "student")
         return StudentAgent(student, action_space)
 
+    def agent(self, path: Path, run: RunConfig, which: str = "best") -> StudentAgent:
+        """The student agent (:meth:`load`)."""
+        return self.load(path, run, which)
+
     def episode_returns(
         self,
         path: Path,
@@ -316,7 +320,7 @@ class BCTrainer:
         """
         if policy_kwargs:
             raise ValueError(f"BC students take no test-time settings, got {policy_kwargs}")
-        agent = self.load(path, run, which)
+        agent = self.agent(path, run, which)
         env = factory.make_vec_env(run, n_envs=n_envs or run.eval.n_envs, training=False,
                                    extra_wrappers=wrappers)  # fmt: skip
         try:
@@ -330,7 +334,7 @@ class BCTrainer:
     ) -> dict[str, dict[str, Any]]:
         """Every mode of ``eval.policies`` and ``eval.final_policies`` on the same episodes."""
         env = factory.make_vec_env(run, n_envs=run.eval.n_envs, training=False)
-        agent = self.load(path, run, which)
+        agent = self.agent(path, run, which)
         results = {}
         try:
             for name, mode in {**run.eval.policies, **run.eval.final_policies}.items():
