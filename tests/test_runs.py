@@ -309,7 +309,10 @@ def test_run_folders_are_created_atomically_and_exclusively(tmp_path: Path) -> N
     assert len(folders) == 5 and all(f.is_dir() for f in folders)
 
 
-def test_resume_of_a_live_run_is_refused_and_a_dead_holder_is_stale(tmp_path: Path) -> None:
+def test_resume_of_a_live_run_is_refused_and_a_dead_holder_is_stale(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import logging
     import subprocess
     import sys
 
@@ -330,6 +333,15 @@ def test_resume_of_a_live_run_is_refused_and_a_dead_holder_is_stale(tmp_path: Pa
     assert (path / "run.lock").read_text()
     with RunLock(path) as lock:
         assert lock.stale is not None and lock.stale["pid"] != os.getpid()
+    # resume takes a stale lock over and says so as a warning record (the CLI prints it on
+    # stderr), not a print of the library's own
+    subprocess.run([sys.executable, "-c", code], check=True)
+    capsys.readouterr()
+    with caplog.at_level(logging.WARNING, logger="zoo.runs"):
+        zoo.resume(path)
+    assert [r.levelname for r in caplog.records if r.name == "zoo.runs"] == ["WARNING"]
+    assert f"{path}: taking over the stale lock of process" in caplog.text
+    assert capsys.readouterr().err == ""
 
 
 def test_load_needs_a_run_folder(tmp_path: Path) -> None:

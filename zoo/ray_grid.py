@@ -25,6 +25,7 @@ message saying so.
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 import socket
 import sys
@@ -35,6 +36,8 @@ from typing import Any, TextIO
 
 from zoo.config import ConfigError, RunConfig, load_runs, safe_yaml
 from zoo.ray_cluster import cell_resources, cluster_address, connect, import_ray
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_RETRIES = 2
 """Resubmissions of a failed cell before it is reported as failed."""
@@ -154,6 +157,7 @@ def _train_cell(
     environment)."""
     import zoo
     from zoo import progress
+    from zoo.console import log_to_console
     from zoo.registry import allow_imports
 
     allow_imports(allow_import)
@@ -165,11 +169,12 @@ def _train_cell(
             "filesystem every Ray node shares (e.g. NFS), or run on one machine"
         )
     progress.configure(on=progress_every is not None, every=progress_every or 30.0)
-    handle = (
-        zoo.resume(folder, trust_teacher=trust_teacher)
-        if resume
-        else zoo.train(run, run_dir=folder, command=command, trust_teacher=trust_teacher)
-    )
+    with log_to_console():  # the task's progress lines and warnings, as a command shows them
+        handle = (
+            zoo.resume(folder, trust_teacher=trust_teacher)
+            if resume
+            else zoo.train(run, run_dir=folder, command=command, trust_teacher=trust_teacher)
+        )
     return handle.eval
 
 
@@ -226,7 +231,7 @@ def _check_feasible(
                 )
                 if strict:
                     raise ConfigError(message)
-                print(f"warning: {message} (it waits for such a node)", file=sys.stderr)
+                logger.warning("warning: %s (it waits for such a node)", message)
 
 
 def run_grid(

@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import logging
 import os
 import shlex
 import sys
@@ -48,6 +49,8 @@ from zoo.trainers import get_episode_trainer, get_trainer
 
 if TYPE_CHECKING:
     from attn_policies.agents import Agent
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TORCH_THREADS = 1  # a run's torch threads when its config sets no torch_threads
 
@@ -395,10 +398,10 @@ def resume(
         if check is not None:
             check(handle.path, handle.config)
         if lock.stale is not None:
-            print(
-                f"{handle.path}: taking over the stale lock of process {lock.stale.get('pid')}, "
-                "which ended without releasing it",
-                file=sys.stderr,
+            logger.warning(
+                "%s: taking over the stale lock of process %s, which ended without releasing it",
+                handle.path,
+                lock.stale.get("pid"),
             )
         return _execute(handle, callbacks, progress_bar, resume=True, lock=lock)
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import logging
 import random
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -64,6 +65,8 @@ from zoo.trainers.bc_collection import collect_parts, dagger_data, dagger_schedu
 from zoo.trainers.bc_keys import BCKeys
 from zoo.trainers.bc_teacher import check_trusted, config_function, load_teacher
 from zoo.trainers.contract import KeyTypes, RunHandle, register
+
+logger = logging.getLogger(__name__)
 
 ACTION_MODES = keys.choices(BCKeys, "teacher_actions")
 STUDENT_KEYS = {"features_extractor_class", "features_extractor_kwargs", "net_arch"}
@@ -262,7 +265,7 @@ class BCTrainer:
             metrics.log(row["epoch"], renamed(row, BC_METRICS))
             handle.write_status(num_timesteps=len(data), epoch=int(row["epoch"]))
             if progress_bar:
-                print(f"epoch {int(row['epoch'])}: loss {row['loss']:.4f}", flush=True)
+                logger.info("epoch %d: loss %.4f", int(row["epoch"]), row["loss"])
             if lines is not None:
                 test = f", test {best:.2f} (best)" if best > -np.inf else ""
                 lines.update(int(row["epoch"]), f"loss {row['loss']:.4f}{test}")
