@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -185,8 +184,7 @@ def local_ray() -> Any:
 
 
 def test_smoke_grid_then_second_invocation_skips(local_ray: Any, tmp_path: Path) -> None:
-    out = io.StringIO()
-    result = run_grid("mnist", budget="smoke", root=tmp_path, stream=out)
+    result = run_grid("mnist", budget="smoke", root=tmp_path)
     assert result.ok and [c.state for c in result.cells] == ["finished", "finished"]
     folders = sorted(p.parent for p in tmp_path.rglob("eval.json"))
     # the local runner's layout: root/experiment/cell/seed-time
@@ -197,7 +195,7 @@ def test_smoke_grid_then_second_invocation_skips(local_ray: Any, tmp_path: Path)
     for cell in result.cells:
         assert json.loads((cell.path / "status.json").read_text())["state"] == "finished"
         assert "test_accuracy" in cell.result
-    again = run_grid("mnist", budget="smoke", root=tmp_path, stream=io.StringIO())
+    again = run_grid("mnist", budget="smoke", root=tmp_path)
     assert [c.state for c in again.cells] == ["skipped", "skipped"]
     assert sorted(p.parent for p in tmp_path.rglob("config.yml")) == folders
 
@@ -207,7 +205,7 @@ def test_failed_cell_is_retried_reported_then_resumed(
 ) -> None:
     config = str(write_config(tmp_path, CARTPOLE))
     root = tmp_path / "runs"
-    first = run_grid(config, root=root, stream=io.StringIO())
+    first = run_grid(config, root=root)
     assert first.ok
     # seed 1 died during its final test, and a live process still holds its folder
     cut = first.cells[1].path
@@ -231,6 +229,7 @@ def test_failed_cell_is_retried_reported_then_resumed(
     assert code == 1
     assert "2 cells: 0 trained, 1 already finished (skipped), 1 failed" in out
     assert f"FAILED grid seed 1 after 2 attempt(s): {cut}: RunLockedError" in out
+    assert f"{cut}: attempt 1 failed (RunLockedError" in out  # the driver's lines (log records)
     assert not (cut / "eval.json").exists()
     # the lock is gone: the same command resumes the cell in its own folder
     assert main(command) == 0

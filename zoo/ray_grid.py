@@ -32,7 +32,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from zoo.config import ConfigError, RunConfig, load_runs, safe_yaml
 from zoo.ray_cluster import cell_resources, cluster_address, connect, import_ray
@@ -245,7 +245,6 @@ def run_grid(
     command: str | None = None,
     progress_every: float | None = None,
     init_kwargs: Mapping[str, Any] | None = None,
-    stream: TextIO | None = None,
     trust_teacher: Sequence[str | Path] = (),
 ) -> GridResult:
     """Train every matrix cell of an experiment as a Ray task; finished cells are skipped.
@@ -261,7 +260,6 @@ def run_grid(
         max_retries: resubmissions of a failed cell (>= 0).
         progress_every: seconds between the workers' progress lines (``None``: none).
         init_kwargs: more ``ray.init`` arguments.
-        stream: where the driver reports each cell (default ``sys.stdout``; ``None`` there).
         trust_teacher: as for :func:`zoo.train` (checked here, before any folder is made).
 
     Returns:
@@ -289,11 +287,8 @@ def run_grid(
     for cell in todo:
         check_trusted(cell.run, trusted)
         get_trainer(cell.run.algo).probe(cell.run)
-    out = stream if stream is not None else sys.stdout
     command = command or shlex.join(sys.argv)
-
-    def say(line: str) -> None:
-        print(line, file=out, flush=True)
+    say = logger.info  # a line per cell event (the command line prints them on stdout)
 
     for cell in cells:
         if cell.state == "skipped":
@@ -364,21 +359,3 @@ def _error_line(err: BaseException) -> str:
         err = cause
     text = " ".join(str(err).split()) or type(err).__name__
     return f"{type(err).__name__}: {text}"[:500]
-
-
-def train_command(name: str, command: str, **kwargs: Any) -> int:
-    """``attn-zoo train NAME --ray``: the grid (``kwargs`` as for :func:`run_grid`), a
-    summary, and the exit code: 0, 1 if a cell failed, 130 after Ctrl-C."""
-    try:
-        result = run_grid(name, command=command, **kwargs)
-    except KeyboardInterrupt:
-        print(
-            f"\ninterrupted: the running cells saved a checkpoint; run `{command}` again "
-            "to resume them (finished cells are skipped)",
-            file=sys.stderr,
-        )
-        return 130
-    print(result.summary())
-    if not result.ok:
-        print(f"rerun `{command}` to retry the failed cells", file=sys.stderr)
-    return 0 if result.ok else 1
