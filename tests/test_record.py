@@ -17,6 +17,7 @@ from torch import nn
 import zoo
 import zoo.record
 import zoo.video
+from attn_policies.agents import PolicyAgent
 from attn_policies.nonlocal_cnn import NonLocalBlock
 from zoo.record import current_info, key_saliency, record
 
@@ -173,12 +174,12 @@ def cartpole_pi(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_cmaes_agent_plays_as_the_trainer_scores_it(cartpole_pi: Path) -> None:
     from zoo.trainers.cmaes_trainer import CMAESZooTrainer
 
-    handle = zoo.load(cartpole_pi)
-    agent = zoo.record.as_agent(handle.model("best"), handle.config)
-    assert isinstance(agent, zoo.record.PolicyAgent)
-    cap = int(handle.config.body["max_episode_steps"])
+    agent = zoo.load(cartpole_pi).agent("best")
+    assert isinstance(agent, PolicyAgent)
+    handle = zoo.load(cartpole_pi).acting()  # cartpole_pi is a recipe: its final CMA-ES stage
+    cap = handle.config.body.get("max_episode_steps") or 10_000  # the env's own limit ends it
     expected = CMAESZooTrainer().episode_returns(
-        cartpole_pi, handle.config, n_episodes=1, seed=7, which="best"
+        handle.path, handle.config, n_episodes=1, seed=7, which="best"
     )["rewards"][0]
     venv = zoo.record.open_env(handle, render=False)
     venv.seed(7)
@@ -195,7 +196,7 @@ def test_cmaes_agent_plays_as_the_trainer_scores_it(cartpole_pi: Path) -> None:
 
 def test_cmaes_panel_uses_the_state_the_agent_acts_from(cartpole_pi: Path) -> None:
     handle = zoo.load(cartpole_pi)
-    agent = zoo.record.as_agent(handle.model("best"), handle.config)
+    agent = handle.agent("best")
     obs = np.random.default_rng(0).normal(size=(1, 5)).astype(np.float32)
     _, state = agent.predict(obs)
     fresh = zoo.record.model_attention(agent, obs)["policy.neuron"]
@@ -244,7 +245,7 @@ def test_policy_agent_hands_integer_screens_to_its_policy_as_integers() -> None:
             out = self.attention(obs.float()[..., None] / 255)
             return out.mean(dim=(1, 2))[:, None], None
 
-    agent = zoo.record.PolicyAgent(Spy(), spaces.Box(-1, 1, (1,)))
+    agent = PolicyAgent(Spy(), spaces.Box(-1, 1, (1,)))
     screen = np.full((1, 4), 200, np.uint8)
     maps = zoo.record.model_attention(agent, screen)  # before any predict: a first frame
     assert list(maps) == ["policy.attention"] and maps["policy.attention"].shape == (1, 1, 4, 4)

@@ -309,7 +309,10 @@ def test_run_folders_are_created_atomically_and_exclusively(tmp_path: Path) -> N
     assert len(folders) == 5 and all(f.is_dir() for f in folders)
 
 
-def test_resume_of_a_live_run_is_refused_and_a_dead_holder_is_stale(tmp_path: Path) -> None:
+def test_resume_of_a_live_run_is_refused_and_a_dead_holder_is_stale(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import logging
     import subprocess
     import sys
 
@@ -330,6 +333,15 @@ def test_resume_of_a_live_run_is_refused_and_a_dead_holder_is_stale(tmp_path: Pa
     assert (path / "run.lock").read_text()
     with RunLock(path) as lock:
         assert lock.stale is not None and lock.stale["pid"] != os.getpid()
+    # resume takes a stale lock over and says so as a warning record (the CLI prints it on
+    # stderr), not a print of the library's own
+    subprocess.run([sys.executable, "-c", code], check=True)
+    capsys.readouterr()
+    with caplog.at_level(logging.WARNING, logger="zoo.runs"):
+        zoo.resume(path)
+    assert [r.levelname for r in caplog.records if r.name == "zoo.runs"] == ["WARNING"]
+    assert f"{path}: taking over the stale lock of process" in caplog.text
+    assert capsys.readouterr().err == ""
 
 
 def test_load_needs_a_run_folder(tmp_path: Path) -> None:
@@ -609,3 +621,130 @@ def test_a_run_takes_one_torch_thread_unless_its_config_says(
     finally:
         torch.set_num_threads(before)
     assert seen and set(seen) == {expected}
+
+
+# --- Run.agent: the one loader of what acts, for every kind of run -------------------------
+
+IMPORTED_GIN = """import solutions.torch_solutions
+torch_solutions.PIFCSolution.act_dim = 1
+torch_solutions.PIFCSolution.hidden_dim = 16
+torch_solutions.PIFCSolution.msg_dim = 32
+torch_solutions.PIFCSolution.pos_em_dim = 8
+torch_solutions.PIFCSolution.num_hidden_layers = 0
+torch_solutions.PIFCSolution.pi_layer_bias = False
+torch_solutions.PIFCSolution.pi_layer_scale = False
+util.create_solution.solution_loader = @torch_solutions.PIFCSolution
+util.create_task.task_loader = @rl_tasks.CartPoleSwingUpTask()
+"""
+
+
+def swing_teacher(obs: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A scripted BC teacher (named in a config: ``--allow-import test_runs``)."""
+    target = np.clip(0.5 * obs[:, 3:4], -1, 1).astype(np.float32)
+    return target, target
+
+
+def _sb3_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    body = {**CARTPOLE_PPO, "n_timesteps": 64, "eval": {"freq": 0, "final_episodes": 1}}
+    return zoo.train(write_config(tmp_path, "cart", body), root=tmp_path).path
+
+
+def _es_recipe(tmp_path: Path) -> Path:
+    body = {
+        "algo": "recipe",
+        "env": "attn_envs/CartPoleSwingUpHarder-v0",
+        "stages": [{"name": "only", "experiment": "cartpole_pi_x0"}],
+        "eval": {"final_episodes": 1},
+        "budgets": {"smoke": {}},
+    }
+    return zoo.train(write_config(tmp_path, "one_stage", body), budget="smoke", root=tmp_path).path
+
+
+def _cmaes_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return _es_recipe(tmp_path) / "stages" / "1_only"
+
+
+def _recipe_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return _es_recipe(tmp_path)
+
+
+def _dagger_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "teacher").mkdir()
+    teacher = _cmaes_run(tmp_path / "teacher", monkeypatch)
+    overrides = {"teacher": str(teacher), "eval.final_episodes": 1}
+    return zoo.train("cartpole_pi_dagger", "smoke", overrides, root=tmp_path).path
+
+
+def _bc_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from zoo.registry import ALLOW_IMPORT_ENV
+
+    monkeypatch.setenv(ALLOW_IMPORT_ENV, "test_runs")
+    body = {
+        "algo": "bc",
+        "env": "attn_envs/CartPoleSwingUpHarder-v0",
+        "env_kwargs": {"max_episode_steps": 50},
+        "n_envs": 2,
+        "teacher": "test_runs:swing_teacher",
+        "n_timesteps": 100,
+        "policy_kwargs": {"net_arch": [8]},
+        "epochs": 1,
+        "eval": {"freq": 0, "final_episodes": 1},
+    }
+    return zoo.train(write_config(tmp_path, "swing_bc", body), root=tmp_path).path
+
+
+def _imported_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from zoo.pretrained import import_checkpoint
+
+    source = tmp_path / "cartpole_pi"
+    source.mkdir()
+    (source / "config.gin").write_text(IMPORTED_GIN)
+    np.savez(source / "model.npz", params=np.random.default_rng(0).normal(0, 0.5, 913))
+    return import_checkpoint(source, out=tmp_path / "run").path
+
+
+@pytest.mark.parametrize(
+    ("make", "agent_type"),
+    [
+        (_sb3_run, "PPO"),
+        (_cmaes_run, "PolicyAgent"),
+        (_dagger_run, "PolicyAgent"),
+        (_bc_run, "StudentAgent"),
+        (_imported_run, "PolicyAgent"),
+        (_recipe_run, "PolicyAgent"),
+    ],
+    ids=["sb3", "cmaes", "dagger", "bc", "imported", "recipe"],
+)
+def test_run_agent_plays_every_kind_of_run_as_its_trainer_scores_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: Any, agent_type: str
+) -> None:
+    """``Run.agent`` acts, step by step in the run's own env (as ``record`` and ``maps``
+    play it), exactly as the trainer's episodes score the model (``evaluate``,
+    ``robustness``)."""
+    from attn_policies.agents import Agent
+    from zoo.record import open_env
+    from zoo.trainers import get_episode_trainer
+
+    handle = zoo.load(make(tmp_path, monkeypatch))
+    agent = handle.agent("best")
+    assert isinstance(agent, Agent) and type(agent).__name__ == agent_type
+    seed = 11
+    expected = get_episode_trainer(handle.config.algo).episode_returns(
+        handle.path, handle.config, n_episodes=1, seed=seed, n_envs=1
+    )
+    acting = handle.acting()
+    cap = acting.config.body.get("max_episode_steps") or 10_000  # ES evaluators' own cap
+    venv = open_env(acting, render=False)
+    try:
+        venv.seed(seed)
+        obs, state, starts, total, steps = venv.reset(), None, np.ones(1, bool), 0.0, 0
+        while steps < cap:
+            action, state = agent.predict(obs, state, starts, deterministic=True)
+            obs, reward, starts, _ = venv.step(action)
+            total, steps = total + float(reward[0]), steps + 1
+            if starts[0]:
+                break
+    finally:
+        venv.close()
+    assert steps == expected["lengths"][0]
+    assert total == pytest.approx(expected["rewards"][0], rel=1e-4, abs=1e-4)

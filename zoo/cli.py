@@ -23,6 +23,7 @@ from zoo import __version__
 from zoo.cli_parser import build_parser
 from zoo.cli_streams import ignore_interrupts, reader_gone, stdout_reader_gone, train_folder
 from zoo.config_checks import USER_ERRORS
+from zoo.console import log_to_console
 
 
 def _one_line(err: BaseException) -> str:
@@ -67,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from zoo.registry import allow_imports
 
             allow_imports(args.allow_import)
-        return int(args.func(args) or 0)
+        with log_to_console():  # the library's notices and warnings, as bare lines
+            return int(args.func(args) or 0)
     except USER_ERRORS as err:
         print(f"attn-zoo: error: {_one_line(err)}", file=sys.stderr)
         return 2

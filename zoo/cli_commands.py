@@ -9,6 +9,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 # Only light modules here: torch, SB3 and gymnasium load inside the commands that use them,
 # so `attn-zoo --help` answers at once.
@@ -168,11 +169,9 @@ def _train(args: argparse.Namespace) -> int:
             if args.ray is not None:  # every cell a Ray task (zoo.ray_grid)
                 if args.run_dir:
                     raise ConfigError("--ray runs the whole grid; it takes no --run-dir")
-                from zoo.ray_grid import train_command
-
                 kwargs.pop("progress_bar")
                 every = None if args.no_progress else args.progress_every
-                return train_command(
+                return _train_grid(
                     args.name, ray_address=args.ray or None, max_retries=args.max_retries,
                     progress_every=every, **kwargs,
                 )  # fmt: skip
@@ -198,6 +197,26 @@ def _train(args: argparse.Namespace) -> int:
         if args.report:
             _report(run.path)
     return 0
+
+
+def _train_grid(name: str, command: str, **kwargs: Any) -> int:
+    """``attn-zoo train NAME --ray``: the grid (:func:`zoo.ray_grid.run_grid`, ``kwargs`` as
+    for it), a summary, and the exit code: 0, 1 if a cell failed, 130 after Ctrl-C."""
+    from zoo.ray_grid import run_grid  # Ray is optional: only --ray needs it
+
+    try:
+        result = run_grid(name, command=command, **kwargs)
+    except KeyboardInterrupt:
+        print(
+            f"\ninterrupted: the running cells saved a checkpoint; run `{command}` again "
+            "to resume them (finished cells are skipped)",
+            file=sys.stderr,
+        )
+        return 130
+    print(result.summary())
+    if not result.ok:
+        print(f"rerun `{command}` to retry the failed cells", file=sys.stderr)
+    return 0 if result.ok else 1
 
 
 def _report(path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Seeded, vectorised evaluation of SB3 models, and a keep-best callback (rl-zoo3's EvalCallback).
+"""Seeded, vectorised evaluation of agents (SB3's ``predict``) and a keep-best callback (rl-zoo3's).
 
 A *policy mode* is how actions are taken: ``"deterministic"`` (greedy), ``"stochastic"``
 (the policy's own sampling) or an ε in ``[0, 1]`` (ε-greedy around the deterministic action,
@@ -10,34 +10,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
-from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize, sync_envs_normalization
 
+from attn_policies.agents import Agent
 from attn_policies.atomic import atomic_write
 from zoo.config_checks import EvalConfig
 
 Mode = str | float
 
 
-class Actor(Protocol):
-    """What :func:`evaluate_policy` acts with: SB3's ``predict`` (an algorithm, a BC student)."""
-
-    def predict(
-        self,
-        observation: Any,
-        /,
-        state: Any = None,
-        episode_start: Any = None,
-        deterministic: bool = False,
-    ) -> tuple[Any, Any]: ...
-
-
 def evaluate_policy(
-    model: Actor,
+    model: Agent,
     env: VecEnv,
     n_episodes: int,
     mode: Mode = "deterministic",
@@ -51,7 +38,8 @@ def evaluate_policy(
     gives the same episodes.
 
     Args:
-        model: an SB3 algorithm (anything with ``predict``).
+        model: an :class:`~attn_policies.agents.Agent` (an SB3 algorithm, a BC student, an
+            ES policy's ``PolicyAgent``).
         env: a VecEnv whose envs are wrapped in ``Monitor``.
         n_episodes: episodes to run.
         mode: ``"deterministic"``, ``"stochastic"`` or ε.
@@ -204,7 +192,7 @@ def final_steps_return(
 
 
 def evaluate_modes(
-    model: BaseAlgorithm,
+    model: Agent,
     env: VecEnv,
     cfg: EvalConfig,
     n_episodes: int,

@@ -2,55 +2,61 @@
 
 A progress bar redraws one line in a terminal; written to a file it is either absent or an
 unreadable stream of carriage returns. When lines are on (:func:`configure`, which the
-``attn-zoo train`` command does when stdout is not a TTY), every trainer prints its run
+``attn-zoo train`` command does when stdout is not a TTY), every trainer logs its run
 folder when it starts and then, at most every ``every`` seconds, one line::
 
     [doorkey] 12,500/50,000 steps (25%)  208 steps/s  ETA 3m00s  latest eval: 0.41
 
-Lines are off by default, so library users and tests see nothing unless they ask.
+The lines are ``INFO`` records of this module's logger; the command line prints them on
+stdout (:func:`zoo.console.log_to_console`). Lines are off by default, so library users and
+tests see nothing unless they ask.
 
 Example:
-    >>> import io
-    >>> out = io.StringIO()
+    >>> import io, sys
+    >>> from zoo.console import log_to_console
+    >>> saved, sys.stdout = sys.stdout, io.StringIO()
     >>> clock = iter([0.0, 5.0, 10.0, 20.0]).__next__
-    >>> lines = ProgressLines("demo", total=100, unit="steps", every=8, stream=out, clock=clock)
-    >>> lines.update(10)  # 5 s: too soon for a line
-    >>> lines.update(40, latest="eval 1.5")
-    >>> lines.close(100)
-    >>> print(out.getvalue(), end="")
+    >>> with log_to_console():
+    ...     lines = ProgressLines("demo", total=100, unit="steps", every=8, clock=clock)
+    ...     lines.update(10)  # 5 s: too soon for a line
+    ...     lines.update(40, latest="eval 1.5")
+    ...     lines.close(100)
+    >>> out, sys.stdout = sys.stdout.getvalue(), saved
+    >>> print(out, end="")
     [demo] 40/100 steps (40%)  4.0 steps/s  ETA 15s  latest eval 1.5
     [demo] done: 100/100 steps in 20s  (5.0 steps/s)
 """
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from zoo.config_checks import ConfigError
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_EVERY = 30.0
 """Seconds between two progress lines."""
 
-_settings: dict[str, Any] = {"on": False, "every": DEFAULT_EVERY, "stream": None}
+_settings: dict[str, Any] = {"on": False, "every": DEFAULT_EVERY}
 _current: dict[str, Path | None] = {"run": None}
 
 
-def configure(on: bool, every: float = DEFAULT_EVERY, stream: TextIO | None = None) -> None:
+def configure(on: bool, every: float = DEFAULT_EVERY) -> None:
     """Turn progress lines on or off for the trainers of this process (and forget the
     current run: a command starts afresh).
 
     Args:
-        on: print the run folder at the start and progress lines.
+        on: log the run folder at the start and progress lines.
         every: seconds between lines (> 0).
-        stream: where to write; default ``sys.stdout`` at the time of writing.
     """
     if not every > 0:
         raise ConfigError(f"the progress interval must be > 0 seconds, got {every}")
-    _settings.update(on=bool(on), every=float(every), stream=stream)
+    _settings.update(on=bool(on), every=float(every))
     _current["run"] = None
 
 
@@ -59,22 +65,17 @@ def enabled() -> bool:
     return bool(_settings["on"])
 
 
-def _stream() -> TextIO:
-    return _settings["stream"] or sys.stdout
-
-
 def current_run() -> Path | None:
     """The run folder the last trainer of this process announced (None before any)."""
     return _current["run"]
 
 
 def announce(path: str | Path, what: str = "training", resume: bool = False) -> None:
-    """Note ``path`` as the current run and, when lines are on, print it, so a log says
+    """Note ``path`` as the current run and, when lines are on, log it, so a log says
     where its run lives at once (and an interrupt can name it)."""
     _current["run"] = Path(path)
     if enabled():
-        verb = "resuming" if resume else what
-        print(f"{verb}, run folder: {Path(path)}", file=_stream(), flush=True)
+        logger.info("%s, run folder: %s", "resuming" if resume else what, Path(path))
 
 
 def duration(seconds: float) -> str:
@@ -104,7 +105,6 @@ class ProgressLines:
         unit: what ``total`` counts.
         start: work already done (a resumed run).
         every: seconds between lines; default the :func:`configure` setting.
-        stream: where to write; default the :func:`configure` setting, else stdout.
         clock: seconds, monotonic (tests pass a fake one).
     """
 
@@ -115,13 +115,11 @@ class ProgressLines:
         unit: str = "steps",
         start: int = 0,
         every: float | None = None,
-        stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name, self.total, self.unit = name, max(int(total), 0), unit
         self.start = self.done = int(start)
         self.every = float(every if every is not None else _settings["every"])
-        self.stream = stream
         self.clock = clock
         self.t0 = clock()
         self.last = self.t0
@@ -131,10 +129,10 @@ class ProgressLines:
         return (self.done - self.start) / elapsed if elapsed > 0 else 0.0
 
     def _write(self, text: str) -> None:
-        print(f"[{self.name}] {text}", file=self.stream or _stream(), flush=True)
+        logger.info("[%s] %s", self.name, text)
 
     def update(self, done: int, latest: str | None = None) -> None:
-        """Record progress; print a line when ``every`` seconds passed since the last one."""
+        """Record progress; log a line when ``every`` seconds passed since the last one."""
         self.done = int(done)
         now = self.clock()
         if now - self.last < self.every:
@@ -174,7 +172,7 @@ def lines(name: str, total: int, unit: str = "steps", start: int = 0) -> Progres
 def sb3_callback(
     name: str, total: int, latest: Callable[[], str | None] = lambda: None
 ) -> Any | None:
-    """An SB3 callback printing :class:`ProgressLines` of ``num_timesteps`` (None when off).
+    """An SB3 callback logging :class:`ProgressLines` of ``num_timesteps`` (None when off).
 
     ``latest`` gives the text of the latest evaluation, if any.
     """

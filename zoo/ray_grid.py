@@ -25,16 +25,19 @@ message saying so.
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 import socket
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from zoo.config import ConfigError, RunConfig, load_runs, safe_yaml
 from zoo.ray_cluster import cell_resources, cluster_address, connect, import_ray
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_RETRIES = 2
 """Resubmissions of a failed cell before it is reported as failed."""
@@ -154,6 +157,7 @@ def _train_cell(
     environment)."""
     import zoo
     from zoo import progress
+    from zoo.console import log_to_console
     from zoo.registry import allow_imports
 
     allow_imports(allow_import)
@@ -165,11 +169,12 @@ def _train_cell(
             "filesystem every Ray node shares (e.g. NFS), or run on one machine"
         )
     progress.configure(on=progress_every is not None, every=progress_every or 30.0)
-    handle = (
-        zoo.resume(folder, trust_teacher=trust_teacher)
-        if resume
-        else zoo.train(run, run_dir=folder, command=command, trust_teacher=trust_teacher)
-    )
+    with log_to_console():  # the task's progress lines and warnings, as a command shows them
+        handle = (
+            zoo.resume(folder, trust_teacher=trust_teacher)
+            if resume
+            else zoo.train(run, run_dir=folder, command=command, trust_teacher=trust_teacher)
+        )
     return handle.eval
 
 
@@ -226,7 +231,7 @@ def _check_feasible(
                 )
                 if strict:
                     raise ConfigError(message)
-                print(f"warning: {message} (it waits for such a node)", file=sys.stderr)
+                logger.warning("warning: %s (it waits for such a node)", message)
 
 
 def run_grid(
@@ -240,7 +245,6 @@ def run_grid(
     command: str | None = None,
     progress_every: float | None = None,
     init_kwargs: Mapping[str, Any] | None = None,
-    stream: TextIO | None = None,
     trust_teacher: Sequence[str | Path] = (),
 ) -> GridResult:
     """Train every matrix cell of an experiment as a Ray task; finished cells are skipped.
@@ -256,7 +260,6 @@ def run_grid(
         max_retries: resubmissions of a failed cell (>= 0).
         progress_every: seconds between the workers' progress lines (``None``: none).
         init_kwargs: more ``ray.init`` arguments.
-        stream: where the driver reports each cell (default ``sys.stdout``; ``None`` there).
         trust_teacher: as for :func:`zoo.train` (checked here, before any folder is made).
 
     Returns:
@@ -284,11 +287,8 @@ def run_grid(
     for cell in todo:
         check_trusted(cell.run, trusted)
         get_trainer(cell.run.algo).probe(cell.run)
-    out = stream if stream is not None else sys.stdout
     command = command or shlex.join(sys.argv)
-
-    def say(line: str) -> None:
-        print(line, file=out, flush=True)
+    say = logger.info  # a line per cell event (the command line prints them on stdout)
 
     for cell in cells:
         if cell.state == "skipped":
@@ -359,21 +359,3 @@ def _error_line(err: BaseException) -> str:
         err = cause
     text = " ".join(str(err).split()) or type(err).__name__
     return f"{type(err).__name__}: {text}"[:500]
-
-
-def train_command(name: str, command: str, **kwargs: Any) -> int:
-    """``attn-zoo train NAME --ray``: the grid (``kwargs`` as for :func:`run_grid`), a
-    summary, and the exit code: 0, 1 if a cell failed, 130 after Ctrl-C."""
-    try:
-        result = run_grid(name, command=command, **kwargs)
-    except KeyboardInterrupt:
-        print(
-            f"\ninterrupted: the running cells saved a checkpoint; run `{command}` again "
-            "to resume them (finished cells are skipped)",
-            file=sys.stderr,
-        )
-        return 130
-    print(result.summary())
-    if not result.ok:
-        print(f"rerun `{command}` to retry the failed cells", file=sys.stderr)
-    return 0 if result.ok else 1

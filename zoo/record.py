@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -28,6 +28,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 from torch import nn
 
+from attn_policies.agents import Agent, PolicyAgent
 from attn_policies.attention import AttentionCapture
 from attn_policies.attention_plots import doorkey_frame
 from attn_policies.capture import attention_maps
@@ -126,92 +127,6 @@ def grab_frame(venv: VecEnv) -> np.ndarray | None:
     return np.ascontiguousarray(frame[..., :3]).astype(np.uint8)
 
 
-@runtime_checkable
-class _ResetsState(Protocol):
-    """A recurrent policy that can put some rows of its state back at the start."""
-
-    def reset_state(self, state: Any, done: torch.Tensor) -> object: ...
-
-
-class PolicyAgent(nn.Module):
-    """An ES run's policy (``forward(obs, state) -> (output, state)``) as an agent.
-
-    :meth:`predict` acts as SB3's does (state carried by the caller, zeroed where
-    ``episode_start``); :meth:`forward` maps one batch of observations to the raw output from
-    :attr:`state`, so attention figures see the policy as it acts. Integer observations
-    (raw screens) reach the policy as integers, as in training, even after
-    :func:`~attn_policies.capture.attention_maps` turned them into floats.
-
-    Example:
-        >>> from gymnasium import spaces
-        >>> from attn_policies.es_policies import AttentionNeuronPolicy
-        >>> _ = torch.manual_seed(0)
-        >>> agent = PolicyAgent(AttentionNeuronPolicy.cartpole(), spaces.Box(-1, 1, (1,)))
-        >>> action, state = agent.predict(np.zeros((2, 5), np.float32))
-        >>> action.shape, type(state).__name__
-        ((2, 1), 'PolicyState')
-    """
-
-    def __init__(
-        self,
-        policy: nn.Module,
-        action_space: gym.Space,
-        action_fn: Any = None,
-    ) -> None:
-        super().__init__()
-        from attn_policies.algorithms.es_eval import default_action_fn
-
-        self.policy = policy.eval()
-        self.action_fn = action_fn or default_action_fn(action_space)
-        self.state: Any = None
-        self.obs_dtype: torch.dtype | None = None
-
-    def start_state(self, state: Any, episode_start: Any = None) -> Any:
-        """``state`` with the rows where ``episode_start`` is True back at the initial state."""
-        if state is None or episode_start is None or not np.any(episode_start):
-            return state
-        if np.all(episode_start) or not isinstance(self.policy, _ResetsState):
-            return None
-        return self.policy.reset_state(state, torch.as_tensor(np.asarray(episode_start)))
-
-    def _input(self, obs: Any) -> torch.Tensor:
-        x = torch.as_tensor(np.asarray(obs)) if not isinstance(obs, torch.Tensor) else obs
-        return x.float() if x.is_floating_point() else x
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        if self.obs_dtype is not None and not self.obs_dtype.is_floating_point:
-            obs = obs.round().to(self.obs_dtype)  # exact: the floats came from these integers
-        return self.policy(obs, self.state)[0]
-
-    @torch.no_grad()
-    def predict(
-        self,
-        obs: Any,
-        state: Any = None,
-        episode_start: Any = None,
-        deterministic: bool = True,
-    ) -> tuple[np.ndarray, Any]:
-        """Env actions for a batch of observations, and the state for the next ones."""
-        x = self._input(obs)
-        self.obs_dtype = x.dtype
-        out, state = self.policy(x, self.start_state(state, episode_start))
-        return self.action_fn(out.numpy()), state
-
-
-def as_agent(model: Any, run: Any) -> Any:
-    """``model`` with SB3's ``predict``: a bare ES policy module becomes a :class:`PolicyAgent`
-    (with the run's ``action_fn``); SB3 models and BC students already have one."""
-    if hasattr(model, "predict") or not isinstance(model, nn.Module):
-        return model
-    from zoo.registry import resolve_function
-    from zoo.trainers.es_rollout import run_spaces
-
-    action_fn = run.body.get("action_fn")
-    return PolicyAgent(
-        model, run_spaces(run)[1], resolve_function(action_fn, "action_fn") if action_fn else None
-    )
-
-
 def policy_module(model: Any) -> nn.Module:
     """The ``nn.Module`` whose forward pass :func:`attention_maps` runs for ``model``: an SB3
     model's policy, a BC student's network, or the module itself."""
@@ -224,11 +139,11 @@ def policy_module(model: Any) -> nn.Module:
 def model_attention(
     model: Any, obs: Any, state: Any = None, episode_start: Any = None
 ) -> dict[str, torch.Tensor]:
-    """:func:`attention_maps` of ``model`` on ``obs``; a :class:`PolicyAgent` runs from
+    """:func:`attention_maps` of ``model`` on ``obs``; a
+    :class:`~attn_policies.agents.PolicyAgent` runs from
     ``state`` (zeroed where ``episode_start``), the state it acts from on ``obs``."""
     if isinstance(model, PolicyAgent):
-        model.state = model.start_state(state, episode_start)
-        model.obs_dtype = model._input(obs).dtype  # even before the first predict
+        model.observe(obs, state, episode_start)
     return attention_maps(attention_model(model), obs)
 
 
@@ -388,7 +303,7 @@ def record(
             "to record; `attn-zoo maps` draws its attention"
         )
     require_int(n_steps, "n_steps", minimum=1)
-    model = as_agent(handle.model(which), handle.config)
+    model = handle.agent(which)
     overlay = overlay and has_attention(model)
     out_path = Path(out) if out is not None else output_folder(handle.path) / "video.mp4"
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -439,7 +354,7 @@ def record(
 
 
 def _attention_panel(
-    model: Any,
+    model: Agent,
     obs: Any,
     info: dict[str, Any],
     doorkey: bool,

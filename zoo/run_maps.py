@@ -33,6 +33,7 @@ from gymnasium.wrappers import TransformObservation
 from matplotlib.figure import Figure
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
+from attn_policies.agents import Agent
 from attn_policies.attention_plots import (
     doorkey_frame,
     doorkey_nodes,
@@ -52,7 +53,6 @@ from zoo.config_checks import ConfigError
 from zoo.outputs import output_folder
 from zoo.plots import run_identity
 from zoo.record import (
-    as_agent,
     attention_model,
     current_info,
     egocentric,
@@ -111,15 +111,15 @@ def run_maps(
     handle = load(run).acting()
     out = Path(out_dir) if out_dir is not None else output_folder(handle.path)
     out.mkdir(parents=True, exist_ok=True)
-    model = handle.model(which)
+    classifier = handle.config.algo == "classifier"  # a model that does not act in an env
+    model = handle.model(which) if classifier else handle.agent(which)
     if not has_attention(model):
         raise ConfigError(
             f"{handle.path}: the model ({model_name(model)}) has no attention layer, so there "
             "are no attention maps to draw"
         )
-    if handle.config.algo == "classifier":
+    if classifier:
         return _classifier_maps(handle, model, out, seed)
-    model = as_agent(model, handle.config)
     env_id = str(handle.config.body.get("env", ""))
     probe = factory.make_single_env(handle.config)
     try:
@@ -174,7 +174,7 @@ def view_nodes(grid: Any, limit: int = EGOCENTRIC_NODES) -> dict[str, int]:
 
 
 def _egocentric_maps(
-    handle: Run, model: Any, out: Path, which: str, seed: int, doorkey: bool
+    handle: Run, model: Agent, out: Path, which: str, seed: int, doorkey: bool
 ) -> list[Path]:
     """Book fig. 10.24 on the first observation with :data:`EGOCENTRIC_NODES` nodes in view
     (found in the raw grid ``EgocentricGridObservation`` reports in ``info``), else the one
@@ -228,7 +228,7 @@ def _egocentric_maps(
     return paths
 
 
-def _feature_map(handle: Run, model: Any, out: Path, which: str, seed: int) -> Path:
+def _feature_map(handle: Run, model: Agent, out: Path, which: str, seed: int) -> Path:
     """Thesis fig. 4.4.2 over a short rollout of one env (normalised as in training)."""
     if handle.config.body.get("frame_stack"):
         raise ConfigError(
@@ -286,7 +286,7 @@ def _patch_view(venv: VecEnv, obs: Any, n_keys: int) -> tuple[np.ndarray, int, n
     return screen, size, origins
 
 
-def _image_maps(handle: Run, model: Any, out: Path, which: str, seed: int) -> list[Path]:
+def _image_maps(handle: Run, model: Agent, out: Path, which: str, seed: int) -> list[Path]:
     """Saliency (feature-map keys) or top patches (patch keys) per attention layer."""
     venv = open_env(handle, which, render=True)
     try:
@@ -339,7 +339,7 @@ def _image_maps(handle: Run, model: Any, out: Path, which: str, seed: int) -> li
     return paths
 
 
-def _vector_map(handle: Run, model: Any, out: Path, venv: VecEnv, seed: int) -> Path:
+def _vector_map(handle: Run, model: Agent, out: Path, venv: VecEnv, seed: int) -> Path:
     """Vector observations (E3/E4's AttentionNeuron): queries x observation entries over
     ``FEATURE_STEPS`` steps of a seeded episode, as the model acts."""
     venv.seed(seed)

@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import logging
 import os
 import shlex
 import sys
@@ -37,14 +38,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from attn_policies.atomic import atomic_write
 from zoo.config import ConfigError, RunConfig, load_runs, require_int
 from zoo.run_lock import RunLock, RunLockedError
-from zoo.trainers import get_trainer
+from zoo.trainers import get_episode_trainer, get_trainer
+
+if TYPE_CHECKING:
+    from attn_policies.agents import Agent
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TORCH_THREADS = 1  # a run's torch threads when its config sets no torch_threads
 
@@ -82,6 +88,19 @@ class Run:
     def model(self, which: str = "best") -> Any:
         """The trained model: ``"best"`` (kept by evaluation, else the final one) or ``"last"``."""
         return get_trainer(self.config.algo).load(self.path, self.config, which)
+
+    def agent(self, which: str = "best") -> Agent:
+        """The trained agent, ready to act (:class:`~attn_policies.agents.Agent`: SB3's
+        ``predict``): an SB3 model, a BC student, an ES policy (CMA-ES, APG, DAgger,
+        imported checkpoints) in a :class:`~attn_policies.agents.PolicyAgent`; a recipe's is
+        its final stage's (:meth:`acting`). ``which``: ``"best"`` or ``"last"``.
+
+        Raises:
+            ConfigError: for a run whose model does not act in an env (``classifier``).
+            FileNotFoundError: if the folder holds no trained model.
+        """
+        handle = self.acting()
+        return get_episode_trainer(handle.config.algo).agent(handle.path, handle.config, which)
 
     def acting(self) -> Run:
         """The run whose model acts: a recipe's final stage (``algo: recipe``), else itself.
@@ -379,10 +398,10 @@ def resume(
         if check is not None:
             check(handle.path, handle.config)
         if lock.stale is not None:
-            print(
-                f"{handle.path}: taking over the stale lock of process {lock.stale.get('pid')}, "
-                "which ended without releasing it",
-                file=sys.stderr,
+            logger.warning(
+                "%s: taking over the stale lock of process %s, which ended without releasing it",
+                handle.path,
+                lock.stale.get("pid"),
             )
         return _execute(handle, callbacks, progress_bar, resume=True, lock=lock)
 

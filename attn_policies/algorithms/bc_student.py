@@ -75,7 +75,8 @@ class BCStudent(nn.Module):
 
 
 class StudentAgent:
-    """A student with SB3's ``predict``, so :func:`zoo.evaluation.evaluate_policy` plays it.
+    """A student as an :class:`~attn_policies.agents.Agent` (SB3's ``predict``), so the code
+    that plays SB3 models plays it.
 
     Deterministic actions are an ES policy's
     (:func:`~attn_policies.algorithms.es_eval.default_action_fn`): Discrete: the argmax of the

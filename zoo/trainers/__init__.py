@@ -2,7 +2,7 @@
 
 What a trainer is (``config_model``, the dataclass of its keys, :mod:`zoo.trainers.keys`;
 ``config_keys``, ``validate``, ``probe``, ``train(handle, callbacks, progress_bar, resume)``,
-``load``, ``evaluate``, and for agents that act in an env ``model_file`` and
+``load``, ``evaluate``, and for agents that act in an env ``model_file``, ``agent`` and
 ``episode_returns``; optionally ``check_trusted`` and ``check_resume``) is
 the :class:`~zoo.trainers.contract.Trainer` protocol (and ``TrustChecker``,
 ``ResumeChecker``); each trainer class registers its ``algo`` values with

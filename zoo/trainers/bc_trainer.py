@@ -34,6 +34,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import logging
 import random
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -64,6 +65,8 @@ from zoo.trainers.bc_collection import collect_parts, dagger_data, dagger_schedu
 from zoo.trainers.bc_keys import BCKeys
 from zoo.trainers.bc_teacher import check_trusted, config_function, load_teacher
 from zoo.trainers.contract import KeyTypes, RunHandle, register
+
+logger = logging.getLogger(__name__)
 
 ACTION_MODES = keys.choices(BCKeys, "teacher_actions")
 STUDENT_KEYS = {"features_extractor_class", "features_extractor_kwargs", "net_arch"}
@@ -262,7 +265,7 @@ class BCTrainer:
             metrics.log(row["epoch"], renamed(row, BC_METRICS))
             handle.write_status(num_timesteps=len(data), epoch=int(row["epoch"]))
             if progress_bar:
-                print(f"epoch {int(row['epoch'])}: loss {row['loss']:.4f}", flush=True)
+                logger.info("epoch %d: loss %.4f", int(row["epoch"]), row["loss"])
             if lines is not None:
                 test = f", test {best:.2f} (best)" if best > -np.inf else ""
                 lines.update(int(row["epoch"]), f"loss {row['loss']:.4f}{test}")
@@ -297,6 +300,10 @@ class BCTrainer:
         load_state_dict(student, self.model_file(path, which), "student")
         return StudentAgent(student, action_space)
 
+    def agent(self, path: Path, run: RunConfig, which: str = "best") -> StudentAgent:
+        """The student agent (:meth:`load`)."""
+        return self.load(path, run, which)
+
     def episode_returns(
         self,
         path: Path,
@@ -316,7 +323,7 @@ class BCTrainer:
         """
         if policy_kwargs:
             raise ValueError(f"BC students take no test-time settings, got {policy_kwargs}")
-        agent = self.load(path, run, which)
+        agent = self.agent(path, run, which)
         env = factory.make_vec_env(run, n_envs=n_envs or run.eval.n_envs, training=False,
                                    extra_wrappers=wrappers)  # fmt: skip
         try:
@@ -330,7 +337,7 @@ class BCTrainer:
     ) -> dict[str, dict[str, Any]]:
         """Every mode of ``eval.policies`` and ``eval.final_policies`` on the same episodes."""
         env = factory.make_vec_env(run, n_envs=run.eval.n_envs, training=False)
-        agent = self.load(path, run, which)
+        agent = self.agent(path, run, which)
         results = {}
         try:
             for name, mode in {**run.eval.policies, **run.eval.final_policies}.items():

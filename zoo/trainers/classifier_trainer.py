@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import inspect
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,8 @@ class ClassifierKeys:
     test_size: int = key(ClassifierConfig.test_size, "images of the periodic tests")
     torch_threads: int | None = key(None, "torch threads (null: one)")
 
+
+logger = logging.getLogger(__name__)
 
 DATASET_KEYS = {"name", "root", "download", "n_train", "n_test"}
 
@@ -227,10 +230,11 @@ class ClassifierTrainer:
             save_state_dict(model, path / "model.pt")
             handle.write_status(num_timesteps=iteration)
             if progress_bar:
-                print(
-                    f"iteration {iteration}: loss {record['loss']:.3f}, "
-                    f"test accuracy {record['test_accuracy']:.3f}",
-                    flush=True,
+                logger.info(
+                    "iteration %d: loss %.3f, test accuracy %.3f",
+                    iteration,
+                    record["loss"],
+                    record["test_accuracy"],
                 )
             if lines is not None:
                 latest = f"test accuracy {record['test_accuracy']:.3f}"

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from attn_policies.agents import PolicyAgent
 from attn_policies.algorithms.cmaes import CMAESConfig, CMAESTrainer
 from attn_policies.algorithms.cmaes_state import StateFormatError
 from attn_policies.algorithms.es_eval import BatchedEvaluator
@@ -58,6 +59,7 @@ from zoo.trainers.es_rollout import (
     policy_builder,
     policy_factory,
     rollout_spec,
+    run_spaces,
 )
 from zoo.trainers.keys import key, value
 
@@ -363,6 +365,16 @@ class CMAESZooTrainer:
 
     def load(self, path: Path, run: RunConfig, which: str = "best") -> nn.Module:
         return load_state_dict(policy_factory(run)(), self.model_file(path, which), "policy").eval()
+
+    def agent(self, path: Path, run: RunConfig, which: str = "best") -> PolicyAgent:
+        """The policy acting as the evaluator plays it: through the run's ``action_fn``
+        (default: argmax / clip to the action bounds)."""
+        action_fn = run.body.get("action_fn")
+        return PolicyAgent(
+            self.load(path, run, which),
+            run_spaces(run)[1],
+            resolve_function(action_fn, "action_fn") if action_fn else None,
+        )
 
     def episode_returns(
         self,

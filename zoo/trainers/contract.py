@@ -25,6 +25,8 @@ from zoo.config_checks import RunConfig
 if TYPE_CHECKING:  # annotations only: importing the registry stays cheap
     import gymnasium as gym
 
+    from attn_policies.agents import Agent
+
 __all__ = [
     "EpisodeTrainer",
     "KeyTypes",
@@ -135,6 +137,12 @@ class EpisodeTrainer(Trainer, Protocol):
     def model_file(self, path: Path, which: str) -> Path | tuple[Path, Path]:
         """The file(s) the trained agent is read from (SB3: the model and its
         ``VecNormalize`` statistics)."""
+        ...
+
+    def agent(self, path: Path, run: RunConfig, which: str = "best") -> Agent:
+        """The trained model as an :class:`~attn_policies.agents.Agent` (SB3's ``predict``);
+        :meth:`zoo.runs.Run.agent` is the loader callers use. An SB3 agent acts on
+        observations normalised with the run's saved ``VecNormalize`` statistics."""
         ...
 
     def episode_returns(

@@ -53,6 +53,8 @@ from zoo.trainers.contract import KeyTypes, RunHandle, register
 if TYPE_CHECKING:
     import gymnasium as gym
 
+    from attn_policies.agents import Agent
+
 
 @dataclass(frozen=True)
 class RecipeKeys:
@@ -287,6 +289,9 @@ class RecipeTrainer:
 
     def load(self, path: Path, run: RunConfig, which: str = "best") -> Any:
         return final_stage(path, run).model(which)
+
+    def agent(self, path: Path, run: RunConfig, which: str = "best") -> Agent:
+        return final_stage(path, run).agent(which)
 
     def model_file(self, path: Path, which: str) -> Path | tuple[Path, Path]:
         last = zoo.load(path)

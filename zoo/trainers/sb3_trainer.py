@@ -313,6 +313,10 @@ class SB3Trainer:
         finally:
             env.close()
 
+    def agent(self, path: Path, run: RunConfig, which: str = "best") -> BaseAlgorithm:
+        """The model itself: SB3 algorithms act through their own ``predict``."""
+        return self.load(path, run, which)
+
     def _evaluate_file(
         self, run: RunConfig, model_file: Path, norm: Path, n: int, seed: int
     ) -> tuple[int, dict[str, dict[str, Any]]]:
