@@ -1,0 +1,100 @@
+"""Every committed run folder tested again: does it still score its recorded figure?
+
+For each run folder under ``results/`` whose ``eval.json`` records a test (and whose model
+is committed), ``zoo.evaluate`` replays the same test (the recorded number of episodes and
+test seed, the best model) with today's code and compares each policy's mean with the
+recorded one. A refactor that changed what an agent does shows up as a mismatch.
+
+Usage::
+
+    python benchmarks/reevaluate.py [--only 'cartpole_pi/*' ...] [--max-episodes 1000]
+        [--out benchmarks/results/reevaluate.json]
+
+Folders whose recorded test is longer than ``--max-episodes`` episodes, or that hold no
+model (run folders committed without weights, imported agents), are listed as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import math
+import time
+from pathlib import Path
+
+import zoo
+
+RESULTS = Path("results")
+
+
+def recorded_folders(patterns: list[str]) -> list[Path]:
+    """Run folders under results/ with an ``eval.json`` and a ``config.yml``, optionally
+    restricted to those matching one of ``patterns`` (relative to results/)."""
+    folders = sorted(
+        f.parent for f in RESULTS.rglob("eval.json") if (f.parent / "config.yml").exists()
+    )
+    if patterns:
+        keep = [
+            f for f in folders
+            if any(fnmatch.fnmatch(str(f.relative_to(RESULTS)), p) for p in patterns)
+        ]  # fmt: skip
+        folders = keep
+    return folders
+
+
+def check(folder: Path, max_episodes: int) -> dict:
+    """The recorded and replayed means of one folder's test."""
+    recorded = json.loads((folder / "eval.json").read_text())
+    policies = recorded.get("policies")
+    n = recorded.get("n_episodes")
+    row: dict = {"folder": str(folder)}
+    if not isinstance(policies, dict) or not isinstance(n, int):
+        return {**row, "skipped": "eval.json records no episode test"}
+    if n > max_episodes:
+        return {**row, "skipped": f"{n} episodes > --max-episodes {max_episodes}"}
+    start = time.perf_counter()
+    try:
+        again = zoo.evaluate(folder, n_episodes=n, seed=recorded.get("test_seed"))
+    except FileNotFoundError as err:
+        return {**row, "skipped": str(err).splitlines()[0][:200]}
+    row["seconds"] = round(time.perf_counter() - start, 1)
+    row["policies"] = {}
+    same = True
+    for name, summary in policies.items():
+        new = (again.get("policies") or {}).get(name, {})
+        a, b = summary.get("mean_reward"), new.get("mean_reward")
+        match = a is not None and b is not None and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
+        same &= match
+        row["policies"][name] = {"recorded": a, "now": b, "same": match}
+    row["same"] = same
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=[])
+    parser.add_argument("--max-episodes", type=int, default=1000)
+    parser.add_argument("--out", default="benchmarks/results/reevaluate.json")
+    args = parser.parse_args()
+    rows = []
+    for folder in recorded_folders(args.only):
+        row = check(folder, args.max_episodes)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    checked = [r for r in rows if "same" in r]
+    summary = {
+        "checked": len(checked),
+        "same": sum(r["same"] for r in checked),
+        "different": [r["folder"] for r in checked if not r["same"]],
+        "skipped": len(rows) - len(checked),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"summary": summary, "runs": rows}, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+    return 0 if not summary["different"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
