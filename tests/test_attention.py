@@ -62,6 +62,29 @@ def test_forward_matches_reference_and_capture(compatibility, qkv_norm) -> None:
     torch.testing.assert_close(maps["self"].sum(-1), torch.ones(4, 3, 7))
 
 
+@pytest.mark.parametrize("qkv_norm", [None, "features", "tokens"])
+def test_project_gives_contiguous_heads_with_the_reference_values_and_gradients(qkv_norm) -> None:
+    # project() copies Q, K, V once into (B, heads, N, d) order instead of handing out strided
+    # views (a LayerNorm copy each and a 5-D gather backward: the DoorKey net's speed); the
+    # values and the gradients must stay bit for bit those of the strided split.
+    torch.manual_seed(0)
+    attn = perturb_(
+        MultiHeadSelfAttention(10, n_heads=3, head_dim=8, n_tokens=7, qkv_norm=qkv_norm)
+    )
+    x = torch.randn(4, 7, 10)
+    h, d = attn.n_heads, attn.head_dim
+    split = (t.reshape(4, 7, h, d).transpose(1, 2) for t in attn.qkv(x).split(h * d, dim=-1))
+    norms = attn.norms if attn.norms is not None else [nn.Identity()] * 3
+    expected = [norm(t) for norm, t in zip(norms, split, strict=True)]
+    ref_grads = torch.autograd.grad(sum((t * t.cos()).sum() for t in expected), [attn.qkv.weight])
+    got = attn.project(x)
+    grads = torch.autograd.grad(sum((t * t.cos()).sum() for t in got), [attn.qkv.weight])
+    for t, e in zip(got, expected, strict=True):
+        assert t.shape == (4, h, 7, d) and t.is_contiguous()
+        assert torch.equal(t, e)
+    assert torch.equal(grads[0], ref_grads[0])
+
+
 def test_diagonal_mask_returns_the_values() -> None:
     torch.manual_seed(0)
     attn = MultiHeadSelfAttention(6, n_heads=2, head_dim=4)

@@ -111,6 +111,9 @@ EXPERIMENTS: tuple[Experiment, ...] = (
             _c("ε = 0.05", "doorkey", "≥ 94%", "eps0.05"),
             _c("greedy", "doorkey", "≥ 94%", "greedy"),
             _c("ε = 0.5 (the book's acting policy)", "doorkey", "≥ 94%", "eps0.5"),
+            # The recipe: `attn-zoo train doorkey --budget cpu --seed S`, S = 0, 1, 2. Not
+            # drawn: its runs share the config name `doorkey` with the run above.
+            _c("ε = 0.05, recipe (seeds 0, 1, 2)", "doorkey/recipe", "≥ 94%", "eps0.05", False),
         ),
         "docs/experiments/e2_doorkey.md",
     ),
