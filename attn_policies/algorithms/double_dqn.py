@@ -9,13 +9,14 @@ replay, saving) is SB3's, so the class works wherever ``DQN`` does.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch as th
 import torch.nn.functional as F
 from stable_baselines3 import DQN
 from stable_baselines3.common.policies import BasePolicy
+from stable_baselines3.common.type_aliases import GymEnv, PyTorchObs
 from stable_baselines3.dqn.policies import CnnPolicy, DQNPolicy, MlpPolicy, MultiInputPolicy
 from torch import Tensor, nn
 
@@ -23,7 +24,7 @@ LossName = Literal["huber", "mse"]
 
 
 def dqn_target(
-    q_target: nn.Module, next_obs: Any, rewards: Tensor, dones: Tensor, gamma: Tensor | float
+    q_target: nn.Module, next_obs: PyTorchObs, rewards: Tensor, dones: Tensor, gamma: Tensor | float
 ) -> Tensor:
     """The plain DQN target ``r + gamma (1 - done) max_a Q_target(s', a)``, shape ``(B, 1)``."""
     next_q = q_target(next_obs).max(dim=1, keepdim=True).values
@@ -33,7 +34,7 @@ def dqn_target(
 def double_q_target(
     q_online: nn.Module,
     q_target: nn.Module,
-    next_obs: Any,
+    next_obs: PyTorchObs,
     rewards: Tensor,
     dones: Tensor,
     gamma: Tensor | float,
@@ -80,7 +81,9 @@ class DoubleDQN(DQN):
         "MultiInputPolicy": MultiInputPolicy,
     }
 
-    def __init__(self, policy: str | type[DQNPolicy], env: Any, loss: LossName = "huber", **kwargs):
+    def __init__(
+        self, policy: str | type[DQNPolicy], env: GymEnv | str, loss: LossName = "huber", **kwargs
+    ):
         if loss not in ("huber", "mse"):
             raise ValueError(f"loss must be 'huber' or 'mse', got {loss!r}")
         self.loss = loss

@@ -73,7 +73,7 @@ def save_model(
                 archive.writestr(LOGGER_ENTRY, json.dumps(logger))
 
 
-def _plain_number(value: Any) -> bool:
+def _plain_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
