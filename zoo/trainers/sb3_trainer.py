@@ -14,6 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
@@ -165,7 +166,7 @@ class SB3Trainer:
         n_timesteps = plan[-1][1]
         save_freq = int(run.body.get("save_freq") or default_save_freq(n_timesteps))
         checkpoint = CheckpointCallback(path, save_freq)
-        cbs: list[Any] = [metrics.episode_callback()]
+        cbs: list[BaseCallback] = [metrics.episode_callback()]
         eval_env = None
         if run.eval.freq:
             # Curricula are evaluated on their last (target) task throughout.
