@@ -9,14 +9,14 @@ replay, saving) is SB3's, so the class works wherever ``DQN`` does.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch as th
 import torch.nn.functional as F
 from stable_baselines3 import DQN
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.type_aliases import GymEnv, PyTorchObs
+from stable_baselines3.common.type_aliases import PyTorchObs
 from stable_baselines3.dqn.policies import CnnPolicy, DQNPolicy, MlpPolicy, MultiInputPolicy
 from torch import Tensor, nn
 
@@ -81,9 +81,7 @@ class DoubleDQN(DQN):
         "MultiInputPolicy": MultiInputPolicy,
     }
 
-    def __init__(
-        self, policy: str | type[DQNPolicy], env: GymEnv | str, loss: LossName = "huber", **kwargs
-    ):
+    def __init__(self, policy: str | type[DQNPolicy], env: Any, loss: LossName = "huber", **kwargs):
         if loss not in ("huber", "mse"):
             raise ValueError(f"loss must be 'huber' or 'mse', got {loss!r}")
         self.loss = loss
