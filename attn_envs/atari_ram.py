@@ -105,7 +105,7 @@ class RamFeatureObservation(
         self._ram = np.empty(RAM_SIZE, dtype=np.uint8)
         self.observation_space = spaces.Box(0, 255, (len(self._indices),), dtype=self.dtype)
 
-    def observation(self, observation: Any) -> np.ndarray:
+    def observation(self, observation: np.ndarray) -> np.ndarray:
         self._ale.getRAM(self._ram)
         return self._ram.take(self._indices).astype(self.dtype)
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -47,7 +46,7 @@ def _as_generator(generator: torch.Generator | int) -> torch.Generator:
     return torch.Generator().manual_seed(int(generator))
 
 
-def _as_images(images: Any) -> Tensor:
+def _as_images(images: np.ndarray | Tensor) -> Tensor:
     """``(B, [1,] H, W)`` uint8 in 0..255 or float in [0, 1] -> float ``(B, 1, H, W)``."""
     x = torch.as_tensor(images)
     if x.ndim == 3:
@@ -82,7 +81,7 @@ def _affine_grid(angles_deg: Tensor, shifts: Tensor, height: int, width: int) ->
 
 
 def transform_mnist(
-    images: Any,
+    images: np.ndarray | Tensor,
     generator: torch.Generator | int,
     max_shift: int = 6,
     max_rotation: float = 30.0,
@@ -175,7 +174,7 @@ class MNISTTransform:
     n_spots: tuple[float, float] | None = (10, 5.0)
     spot_value: float = 1.0
 
-    def __call__(self, images: Any, generator: torch.Generator | int) -> Tensor:
+    def __call__(self, images: np.ndarray | Tensor, generator: torch.Generator | int) -> Tensor:
         return transform_mnist(
             images,
             generator,
@@ -187,8 +186,8 @@ class MNISTTransform:
 
 
 def transformed_test_set(
-    images: Any,
-    labels: Any,
+    images: np.ndarray | Tensor,
+    labels: np.ndarray | Tensor,
     n: int = 500,
     seed: int = 0,
     transform: MNISTTransform | None = None,

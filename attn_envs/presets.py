@@ -195,7 +195,9 @@ def _shuffled_patches(
     return env
 
 
-def puzzle_pong_teacher_view(obs: Any, grid: int = 14, patch_size: int = 6) -> np.ndarray:
+def puzzle_pong_teacher_view(
+    obs: np.ndarray | dict[str, np.ndarray], grid: int = 14, patch_size: int = 6
+) -> np.ndarray:
     """Frames ``(B, 84, 84, 4)`` from batched *unshuffled* Puzzle Pong tokens ``(B, 196, 144)``.
 
     A Dict observation (``PreviousActionObservation``) is read at ``"observation"``. This is

@@ -12,11 +12,13 @@ of envs that just reset back at the initial state, so an agent needs no ``reset`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
 import torch
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs
 from torch import nn
 
 from attn_policies.algorithms.es_eval import default_action_fn
@@ -34,9 +36,9 @@ class Agent(Protocol):
         observation: Any,
         /,
         state: Any = None,
-        episode_start: Any = None,
+        episode_start: np.ndarray | None = None,
         deterministic: bool = False,
-    ) -> tuple[Any, Any]:
+    ) -> tuple[np.ndarray, Any]:
         """Actions for a batch of observations, and the state to pass with the next ones
         (None for a feed-forward agent); rows where ``episode_start`` is True act from the
         initial state."""
@@ -73,7 +75,7 @@ class PolicyAgent(nn.Module):
         self,
         policy: nn.Module,
         action_space: gym.Space,
-        action_fn: Any = None,
+        action_fn: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
         super().__init__()
         self.policy = policy.eval()
@@ -81,7 +83,7 @@ class PolicyAgent(nn.Module):
         self.state: Any = None
         self.obs_dtype: torch.dtype | None = None
 
-    def start_state(self, state: Any, episode_start: Any = None) -> Any:
+    def start_state(self, state: Any, episode_start: np.ndarray | None = None) -> Any:
         """``state`` with the rows where ``episode_start`` is True back at the initial state."""
         if state is None or episode_start is None or not np.any(episode_start):
             return state
@@ -89,14 +91,19 @@ class PolicyAgent(nn.Module):
             return None
         return self.policy.reset_state(state, torch.as_tensor(np.asarray(episode_start)))
 
-    def observe(self, obs: Any, state: Any = None, episode_start: Any = None) -> None:
+    def observe(
+        self,
+        obs: VecEnvObs | torch.Tensor,
+        state: Any = None,
+        episode_start: np.ndarray | None = None,
+    ) -> None:
         """Make :meth:`forward` act on ``obs`` as :meth:`predict` would: from ``state``
         (restarted where ``episode_start``) and with ``obs``'s dtype (even before the first
         ``predict``)."""
         self.state = self.start_state(state, episode_start)
         self.obs_dtype = self._input(obs).dtype
 
-    def _input(self, obs: Any) -> torch.Tensor:
+    def _input(self, obs: VecEnvObs | torch.Tensor) -> torch.Tensor:
         x = torch.as_tensor(np.asarray(obs)) if not isinstance(obs, torch.Tensor) else obs
         return x.float() if x.is_floating_point() else x
 
@@ -111,7 +118,7 @@ class PolicyAgent(nn.Module):
         observation: Any,
         /,
         state: Any = None,
-        episode_start: Any = None,
+        episode_start: np.ndarray | None = None,
         deterministic: bool = True,
     ) -> tuple[np.ndarray, Any]:
         """Env actions for a batch of observations, and the state for the next ones (an ES

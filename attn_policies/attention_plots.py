@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from minigrid.core.constants import OBJECT_TO_IDX
 from torch import Tensor
 
 from attn_policies.canvas import new_figure, save_figure
-from attn_policies.capture import as_numpy
+from attn_policies.capture import ArrayData, as_numpy
 from attn_policies.saliency import patch_grid_origins, upsample_saliency
 
 __all__ = [
@@ -173,7 +174,7 @@ def _finish(fig: Figure, path: PathLike | None) -> Figure:
     return fig
 
 
-def _image(frame: Any) -> np.ndarray:
+def _image(frame: ArrayData) -> np.ndarray:
     """A frame as something ``imshow`` draws: (H, W) or (H, W, 3|4), floats in [0, 1]."""
     img = np.asarray(as_numpy(frame))
     if img.ndim == 3 and img.shape[0] in (1, 3, 4) and img.shape[-1] not in (1, 3, 4):
@@ -204,12 +205,12 @@ def _head_select(w: np.ndarray, head: Head) -> np.ndarray:
 
 
 def plot_grid_attention(
-    weights: Any,
+    weights: ArrayData,
     nodes: Mapping[str, int | tuple[int, int]],
     grid_shape: tuple[int, int] = (7, 7),
     *,
     batch_index: int = 0,
-    frame: Any | None = None,
+    frame: ArrayData | None = None,
     transpose: bool = False,
     cmap: str = "viridis",
     alpha: float | None = None,
@@ -309,7 +310,7 @@ def plot_grid_attention(
 
 
 def plot_feature_attention(
-    weights: Any,
+    weights: ArrayData,
     feature_names: Sequence[str],
     *,
     head: Head = "mean",
@@ -387,13 +388,13 @@ def plot_feature_attention(
 
 
 def plot_top_patches(
-    frame: Any,
-    scores: Any | None = None,
+    frame: ArrayData,
+    scores: ArrayData | None = None,
     *,
-    indices: Any | None = None,
+    indices: ArrayData | None = None,
     patch_size: int,
     stride: int | None = None,
-    origins: Any | None = None,
+    origins: npt.ArrayLike | None = None,
     k: int = 10,
     color: str = "red",
     path: PathLike | None = None,
@@ -450,8 +451,8 @@ def plot_top_patches(
 
 
 def plot_saliency(
-    frame: Any,
-    attention: Any,
+    frame: ArrayData,
+    attention: ArrayData,
     grid_shape: tuple[int, int] | None = None,
     *,
     alpha: float = 0.5,

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
+import numpy.typing as npt
 import torch
 from matplotlib.figure import Figure
 from stable_baselines3.common.base_class import BaseAlgorithm
@@ -33,7 +34,15 @@ from attn_policies.attention_plots import (
     plot_saliency,
     plot_top_patches,
 )
-from attn_policies.capture import Model, as_numpy, attention_maps, is_sb3, select_layer
+from attn_policies.capture import (
+    ArrayData,
+    Model,
+    Observation,
+    as_numpy,
+    attention_maps,
+    is_sb3,
+    select_layer,
+)
 from attn_policies.checks import require_int
 from attn_policies.saliency import attention_saliency, patch_scores, split_time_blocks
 
@@ -45,7 +54,7 @@ __all__ = [
 ]
 
 
-def _batched(model: Model, obs: Any, unbatched_ndim: int) -> Any:
+def _batched(model: Model, obs: Observation, unbatched_ndim: int) -> Observation:
     """``obs`` with a batch axis for plain modules (SB3 policies add it themselves)."""
     if is_sb3(model):
         return obs
@@ -55,7 +64,7 @@ def _batched(model: Model, obs: Any, unbatched_ndim: int) -> Any:
 
 def doorkey_attention_figure(
     model: Model,
-    obs: Any,
+    obs: ArrayData,
     grid: Any = None,
     *,
     layer: str | int | None = None,
@@ -220,12 +229,12 @@ def feature_attention_figure(
 
 def top_patches_figure(
     model: Model,
-    obs: Any,
-    frame: Any,
+    obs: Observation,
+    frame: ArrayData,
     *,
     patch_size: int,
     stride: int | None = None,
-    origins: Any | None = None,
+    origins: npt.ArrayLike | None = None,
     k: int = 10,
     layer: str | int | None = None,
     method: Literal["votes", "argmax"] = "votes",
@@ -263,8 +272,8 @@ def top_patches_figure(
 
 def saliency_figure(
     model: Model,
-    obs: Any,
-    frame: Any,
+    obs: Observation,
+    frame: ArrayData,
     *,
     layer: str | int | None = None,
     grid_shape: tuple[int, int] | None = None,

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.policies import BasePolicy
@@ -23,10 +24,25 @@ from torch import Tensor, nn
 
 from attn_policies.attention import AttentionCapture, capture_attention
 
-__all__ = ["Model", "as_numpy", "attention_maps", "is_sb3", "select_layer"]
+__all__ = [
+    "ArrayData",
+    "Model",
+    "Observation",
+    "as_numpy",
+    "attention_maps",
+    "is_sb3",
+    "select_layer",
+]
 
 Model = nn.Module | BaseAlgorithm
 """What the capture and figure functions take: a plain module, an SB3 policy or algorithm."""
+
+ArrayData = npt.ArrayLike | Tensor
+"""Weights, scores or images as the figures take them: anything ``np.asarray`` reads, or a
+tensor on any device (:func:`as_numpy` moves it to the CPU first)."""
+
+Observation = ArrayData | Mapping[str, ArrayData]
+"""What a model is run on: a tensor, an array or a dict of them."""
 
 
 def as_numpy(x: Any) -> Any:
@@ -54,7 +70,7 @@ def _module_device(module: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def attention_maps(model: Model, obs: Any, *args: Any, **kwargs: Any) -> dict[str, Tensor]:
+def attention_maps(model: Model, obs: Observation, *args: Any, **kwargs: Any) -> dict[str, Tensor]:
     """Attention weights of one forward pass, by layer name, each ``(batch, head, query, key)``.
 
     The model runs in eval mode under ``torch.no_grad()`` inside

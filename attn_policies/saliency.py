@@ -12,7 +12,7 @@ saliency upsampled to the frame (:func:`upsample_saliency`) and the patch geomet
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import torch
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor
 
-from attn_policies.capture import as_numpy
+from attn_policies.capture import ArrayData, as_numpy
 
 __all__ = [
     "attention_saliency",
@@ -112,7 +112,7 @@ def split_time_blocks(weights: Tensor, n_steps: int, query_step: int = -1) -> Te
 
 
 def upsample_saliency(
-    saliency: Any, size: tuple[int, int], grid_shape: tuple[int, int] | None = None
+    saliency: ArrayData, size: tuple[int, int], grid_shape: tuple[int, int] | None = None
 ) -> np.ndarray:
     """Bilinearly upsample a saliency over ``(h', w')`` positions to an ``(H, W)`` image.
 

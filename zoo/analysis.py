@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from attn_policies.attention_neuron import AttentionNeuron
 from zoo.config_checks import ConfigError
@@ -63,8 +64,9 @@ def input_regression(
 
     handle = run if isinstance(run, Run) else load(run)
     policy = get_trainer(handle.config.algo).load(handle.path, handle.config, which)
-    neurons = [m for m in policy.modules() if isinstance(m, AttentionNeuron)]
-    if not neurons:
+    modules = policy.modules() if isinstance(policy, nn.Module) else ()
+    neurons = [m for m in modules if isinstance(m, AttentionNeuron)]
+    if not isinstance(policy, nn.Module) or not neurons:
         raise ConfigError(f"{handle.path}: the policy has no AttentionNeuron layer to regress")
     codes: list[torch.Tensor] = []
     hook = neurons[0].register_forward_hook(lambda _m, _i, out: codes.append(out[0]))

@@ -462,7 +462,7 @@ def check_ranges(run: RunConfig) -> None:
             raise ConfigError(f"{run.name}: {key!r} must be finite and positive, got {value}")
 
 
-def check_type(where: str, key: str, value: Any, types: tuple[type, ...] | None) -> None:
+def check_type(where: str, key: str, value: object, types: tuple[type, ...] | None) -> None:
     if types is None or value is None:
         return
     if bool in types and isinstance(value, bool):

@@ -18,7 +18,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize, sync_envs_nor
 
 from attn_policies.agents import Agent
 from attn_policies.atomic import atomic_write
-from zoo.config_checks import EvalConfig
+from zoo.config_checks import EvalConfig, RunConfig
 
 Mode = str | float
 
@@ -115,7 +115,13 @@ def episode_stats(
 
 
 def eval_json(
-    run: Any, path: Path, file: Path, seed: int, n: int, results: dict[str, Any], **fields: Any
+    run: RunConfig,
+    path: Path,
+    file: Path,
+    seed: int,
+    n: int,
+    results: dict[str, Any],
+    **fields: Any,
 ) -> dict[str, Any]:
     """The head of a run's ``eval.json``: the run, the model file tested, ``fields`` (step
     counts), the test seed and size and each mode's :func:`summary`."""

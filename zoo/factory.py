@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from gymnasium.envs.registration import load_env_creator
+from gymnasium.envs.registration import EnvSpec, load_env_creator
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.utils import LinearSchedule
@@ -128,7 +128,7 @@ def resolve_wrappers(specs: list[WrapperSpec]) -> list[tuple[type, dict[str, Any
     return out
 
 
-def env_spec(env_id: str) -> Any:
+def env_spec(env_id: str) -> EnvSpec:
     """``gym.spec`` of an id, also in ``gym.make``'s ``"module:EnvId"`` form (the module is
     imported first to register it, e.g. ``pybullet_envs_gymnasium:AntBulletEnv-v0``)."""
     module, sep, name = env_id.rpartition(":")
@@ -142,10 +142,9 @@ def takes_order_seed(env_id: str) -> bool:
     """Whether the registered env's entry point has an ``order_seed`` argument (E7's
     distractor envs): the zoo then sets it to the run seed unless ``env_kwargs`` does."""
     try:
-        creator = env_spec(env_id).entry_point
-        if isinstance(creator, str):
-            creator = load_env_creator(creator)
-        return "order_seed" in inspect.signature(creator).parameters
+        entry = env_spec(env_id).entry_point
+        creator = load_env_creator(entry) if isinstance(entry, str) else entry
+        return creator is not None and "order_seed" in inspect.signature(creator).parameters
     except Exception:  # unknown ids fail later, with gym's own message
         return False
 

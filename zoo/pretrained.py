@@ -59,7 +59,7 @@ import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -70,6 +70,9 @@ from attn_policies.attention_neuron import VisionAttentionNeuron
 from attn_policies.patch_agents import AttentionNeuronVotingAgent
 from zoo.config import ConfigError, load_runs
 from zoo.pretrained_files import Checkpoint, read_checkpoint
+
+if TYPE_CHECKING:
+    from zoo.runs import Run
 
 __all__ = ["import_checkpoint"]
 
@@ -375,7 +378,7 @@ def _recipe(ckpt: Checkpoint) -> tuple[str, dict[str, Any], Converter]:
 
 def import_checkpoint(
     path: str | Path, out: str | Path | None = None, root: str | Path = "runs"
-) -> Any:
+) -> Run:
     """Import one authors' folder as a run folder and return it as a :class:`zoo.Run`.
 
     Args:

@@ -33,9 +33,12 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zoo.config_checks import ConfigError
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.callbacks import BaseCallback
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +174,7 @@ def lines(name: str, total: int, unit: str = "steps", start: int = 0) -> Progres
 
 def sb3_callback(
     name: str, total: int, latest: Callable[[], str | None] = lambda: None
-) -> Any | None:
+) -> BaseCallback | None:
     """An SB3 callback logging :class:`ProgressLines` of ``num_timesteps`` (None when off).
 
     ``latest`` gives the text of the latest evaluation, if any.

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs
 from torch import nn
 
 from attn_policies.agents import Agent, PolicyAgent
@@ -127,17 +128,28 @@ def grab_frame(venv: VecEnv) -> np.ndarray | None:
     return np.ascontiguousarray(frame[..., :3]).astype(np.uint8)
 
 
-def policy_module(model: Any) -> nn.Module:
+def policy_module(model: Agent | nn.Module) -> nn.Module:
     """The ``nn.Module`` whose forward pass :func:`attention_maps` runs for ``model``: an SB3
-    model's policy, a BC student's network, or the module itself."""
+    model's policy, a BC student's network, or the module itself.
+
+    Raises:
+        TypeError: for an agent with no network (none of the above).
+    """
     if isinstance(model, BaseAlgorithm):
         return model.policy
     student = getattr(model, "student", None)
-    return student if isinstance(student, nn.Module) else model
+    if isinstance(student, nn.Module):
+        return student
+    if isinstance(model, nn.Module):
+        return model
+    raise TypeError(f"{type(model).__name__} has no network to record attention from")
 
 
 def model_attention(
-    model: Any, obs: Any, state: Any = None, episode_start: Any = None
+    model: Agent | nn.Module,
+    obs: VecEnvObs,
+    state: Any = None,
+    episode_start: np.ndarray | None = None,
 ) -> dict[str, torch.Tensor]:
     """:func:`attention_maps` of ``model`` on ``obs``; a
     :class:`~attn_policies.agents.PolicyAgent` runs from
@@ -147,20 +159,20 @@ def model_attention(
     return attention_maps(attention_model(model), obs)
 
 
-def attention_model(model: Any) -> nn.Module | BaseAlgorithm:
+def attention_model(model: Agent | nn.Module) -> nn.Module | BaseAlgorithm:
     """What the figures of :mod:`attn_policies.attention_rollouts` take for ``model``: an SB3
     model itself (its policy preprocesses the observations), otherwise
     :func:`policy_module`."""
     return model if isinstance(model, BaseAlgorithm) else policy_module(model)
 
 
-def model_name(model: Any) -> str:
+def model_name(model: Agent | nn.Module) -> str:
     """The class name of the network behind ``model`` (an ES agent's policy, not the agent)."""
     module = model.policy if isinstance(model, PolicyAgent) else policy_module(model)
     return type(module).__name__
 
 
-def has_attention(model: Any) -> bool:
+def has_attention(model: Agent | nn.Module) -> bool:
     """Whether the model has a layer that records attention (an ``AttentionCapture``)."""
     module = policy_module(model)
     return isinstance(module, nn.Module) and any(
@@ -175,7 +187,7 @@ def pick_layer(maps: dict[str, torch.Tensor]) -> str | None:
     return names[-1] if names else None
 
 
-def layer_module(model: Any, layer: str) -> nn.Module | None:
+def layer_module(model: Agent | nn.Module, layer: str) -> nn.Module | None:
     """The submodule behind a recorded layer name (``name[i]`` for repeated calls)."""
     name = re.sub(r"\[\d+\]$", "", layer)
     try:
@@ -184,7 +196,7 @@ def layer_module(model: Any, layer: str) -> nn.Module | None:
         return None
 
 
-def layer_rows(model: Any, layer: str, weights: torch.Tensor) -> int | None:
+def layer_rows(model: Agent | nn.Module, layer: str, weights: torch.Tensor) -> int | None:
     """Rows of a row-form ``NonLocalBlock``'s feature map (its heads are (channel, row)
     pairs), None for any other layer."""
     module = layer_module(model, layer)
@@ -193,7 +205,7 @@ def layer_rows(model: Any, layer: str, weights: torch.Tensor) -> int | None:
     return None
 
 
-def key_saliency(model: Any, maps: dict[str, torch.Tensor], layer: str) -> np.ndarray:
+def key_saliency(model: Agent | nn.Module, maps: dict[str, torch.Tensor], layer: str) -> np.ndarray:
     """Attention each key receives in ``layer`` (mean over heads and queries), sample 0.
 
     Returns ``(rows, cols)`` when the keys form a grid: a row-form ``NonLocalBlock``'s
@@ -213,14 +225,16 @@ def key_saliency(model: Any, maps: dict[str, torch.Tensor], layer: str) -> np.nd
     return saliency.reshape(side, side) if side * side == saliency.size else saliency
 
 
-def first_observation(obs: Any) -> np.ndarray:
+def first_observation(obs: VecEnvObs) -> np.ndarray:
     """Env 0's observation of a VecEnv batch (a Dict's ``"observation"`` or first entry)."""
     if isinstance(obs, dict):
         obs = obs["observation"] if "observation" in obs else next(iter(obs.values()))
     return np.asarray(obs)[0]
 
 
-def current_info(venv: VecEnv, infos: Any = None, dones: Any = None) -> dict[str, Any]:
+def current_info(
+    venv: VecEnv, infos: list[dict[str, Any]] | None = None, dones: np.ndarray | None = None
+) -> dict[str, Any]:
     """Env 0's ``info`` for its current observation: the reset's after :meth:`reset` or an
     episode end (SB3 keeps it in ``reset_infos``; the step's ``info`` then belongs to the
     terminal observation), otherwise the step's."""
@@ -231,7 +245,7 @@ def current_info(venv: VecEnv, infos: Any = None, dones: Any = None) -> dict[str
 
 
 def _panel_background(
-    obs: Any, info: dict[str, Any], saliency: np.ndarray, doorkey: bool
+    obs: VecEnvObs, info: dict[str, Any], saliency: np.ndarray, doorkey: bool
 ) -> np.ndarray | None:
     """What a grid panel is drawn over: the upright DoorKey view (from the raw grid in
     ``info``), or the newest frame of an image observation when the grid is a feature map of
@@ -249,7 +263,7 @@ def _panel_background(
     return None
 
 
-def _observation_image(obs: Any, info: dict[str, Any], doorkey: bool) -> np.ndarray:
+def _observation_image(obs: VecEnvObs, info: dict[str, Any], doorkey: bool) -> np.ndarray:
     """A stand-in frame for envs that render nothing: the observation itself (DoorKey: the
     view drawn from the raw grid in ``info``)."""
     single = first_observation(obs)
@@ -355,12 +369,12 @@ def record(
 
 def _attention_panel(
     model: Agent,
-    obs: Any,
+    obs: VecEnvObs,
     info: dict[str, Any],
     doorkey: bool,
     shape: tuple[int, int],
     state: Any = None,
-    starts: Any = None,
+    starts: np.ndarray | None = None,
 ) -> np.ndarray:
     """The side panel for one observation, ``shape[0]`` rows high and as wide."""
     size = shape[0] - TITLE_BAND

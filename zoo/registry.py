@@ -23,6 +23,7 @@ import os
 import re
 import sys
 from collections.abc import Collection, Iterable, Mapping
+from types import ModuleType
 from typing import Any
 
 import torch.nn
@@ -104,7 +105,7 @@ def check_import(module: str, source: str) -> None:
     )
 
 
-def import_module(module: str, source: str) -> Any:
+def import_module(module: str, source: str) -> ModuleType:
     """``importlib.import_module`` of a module a config names, after :func:`check_import`."""
     check_import(module, source)
     try:
@@ -347,5 +348,5 @@ def resolve_function(name: str, what: str) -> Any:
     return obj
 
 
-def is_activation(obj: Any) -> bool:
+def is_activation(obj: object) -> bool:
     return isinstance(obj, type) and issubclass(obj, torch.nn.Module)

@@ -34,7 +34,7 @@ import statistics
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from attn_policies.atomic import atomic_write
 from zoo.config_checks import ConfigError
 from zoo.metrics import read_metrics, series
 from zoo.plots import rolling_mean
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = [
     "KEEP_FILES",
@@ -241,7 +244,7 @@ def mean_band(
 
 
 def plot_band(
-    ax: Any,
+    ax: Axes,
     curves: Sequence[tuple[np.ndarray, np.ndarray]],
     color: str,
     label: str,

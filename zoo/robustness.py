@@ -47,6 +47,7 @@ from zoo.robustness_conditions import (
 from zoo.robustness_tables import write_table
 from zoo.runs import Run, load
 from zoo.trainers import get_episode_trainer
+from zoo.trainers.contract import EpisodeTrainer
 
 __all__ = [
     "check_sweep",
@@ -253,7 +254,7 @@ def not_played(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if "r2" not in r and not r.get("n_episodes")]
 
 
-def _digests(handle: Run, trainer: Any, which: str) -> dict[str, str]:
+def _digests(handle: Run, trainer: EpisodeTrainer, which: str) -> dict[str, str]:
     """sha256 of the files a cell's result depends on: the model (and its normalisation
     statistics) and ``config.yml``."""
     found = trainer.model_file(handle.path, which)

@@ -167,6 +167,8 @@ def _env_params(run: RunConfig) -> set[str]:
 
     entry = factory.env_spec(run.body["env"]).entry_point
     target = import_object(entry) if isinstance(entry, str) else entry
+    if target is None:  # a spec without an entry point: no parameters to read
+        return set()
     try:
         return set(inspect.signature(target).parameters)
     except (TypeError, ValueError):

@@ -32,6 +32,7 @@ import torch
 from gymnasium.wrappers import TransformObservation
 from matplotlib.figure import Figure
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs
 
 from attn_policies.agents import Agent
 from attn_policies.attention_plots import (
@@ -112,13 +113,14 @@ def run_maps(
     out = Path(out_dir) if out_dir is not None else output_folder(handle.path)
     out.mkdir(parents=True, exist_ok=True)
     classifier = handle.config.algo == "classifier"  # a model that does not act in an env
-    model = handle.model(which) if classifier else handle.agent(which)
+    agent = None if classifier else handle.agent(which)
+    model = handle.model(which) if agent is None else agent
     if not has_attention(model):
         raise ConfigError(
             f"{handle.path}: the model ({model_name(model)}) has no attention layer, so there "
             "are no attention maps to draw"
         )
-    if classifier:
+    if agent is None:
         return _classifier_maps(handle, model, out, seed)
     env_id = str(handle.config.body.get("env", ""))
     probe = factory.make_single_env(handle.config)
@@ -127,10 +129,10 @@ def run_maps(
     finally:
         probe.close()
     if grid_view:
-        return _egocentric_maps(handle, model, out, which, seed, doorkey="DoorKey" in env_id)
+        return _egocentric_maps(handle, agent, out, which, seed, doorkey="DoorKey" in env_id)
     if "Distractor" in env_id:
-        return [_feature_map(handle, model, out, which, seed)]
-    return _image_maps(handle, model, out, which, seed)
+        return [_feature_map(handle, agent, out, which, seed)]
+    return _image_maps(handle, agent, out, which, seed)
 
 
 def _save(fig: Figure, path: Path, title: str) -> Path:
@@ -258,7 +260,9 @@ def _feature_map(handle: Run, model: Agent, out: Path, which: str, seed: int) ->
     )
 
 
-def _patch_view(venv: VecEnv, obs: Any, n_keys: int) -> tuple[np.ndarray, int, np.ndarray] | None:
+def _patch_view(
+    venv: VecEnv, obs: VecEnvObs, n_keys: int
+) -> tuple[np.ndarray, int, np.ndarray] | None:
     """``(screen, patch_size, origins)`` when the keys are non-overlapping patch tokens.
 
     The screen is reassembled from the tokens themselves (newest stacked frame), so the
@@ -372,7 +376,7 @@ def _vector_map(handle: Run, model: Agent, out: Path, venv: VecEnv, seed: int) -
     )
 
 
-def _newest_frame(obs: Any) -> np.ndarray:
+def _newest_frame(obs: VecEnvObs) -> np.ndarray:
     single = first_observation(obs)
     if single.ndim == 3:
         return single[..., -1] if single.shape[-1] <= 4 else single[-1]

@@ -48,6 +48,8 @@ from zoo.run_lock import RunLock, RunLockedError
 from zoo.trainers import get_episode_trainer, get_trainer
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from attn_policies.agents import Agent
 
 logger = logging.getLogger(__name__)
@@ -85,7 +87,7 @@ class Run:
         """The final evaluation (``eval.json``)."""
         return read_json(self.path / "eval.json")
 
-    def model(self, which: str = "best") -> Any:
+    def model(self, which: str = "best") -> nn.Module | Agent:
         """The trained model: ``"best"`` (kept by evaluation, else the final one) or ``"last"``."""
         return get_trainer(self.config.algo).load(self.path, self.config, which)
 

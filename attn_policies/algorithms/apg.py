@@ -32,7 +32,7 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import torch
@@ -232,7 +232,10 @@ class APGTrainer:
             raise ValueError(f"{directory}: a checkpoint between episodes was expected")
 
 
-def _detach(memory: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def _detach(memory: _T) -> _T:
     from torch.utils._pytree import tree_map
 
     return tree_map(lambda t: t.detach() if isinstance(t, Tensor) else t, memory)

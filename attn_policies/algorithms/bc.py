@@ -207,7 +207,7 @@ def _noisy(prev: Tensor, config: BCConfig, generator: torch.Generator) -> Tensor
 _VIEWABLE = frozenset(map(np.dtype, ["?", "u1", "i1", "i2", "i4", "i8", "f2", "f4", "f8"]))
 
 
-def _view(values: Any) -> Tensor | None:
+def _view(values: np.ndarray | StackedFrames | Tensor) -> Tensor | None:
     """``values`` as a tensor sharing its memory, or ``None`` (then numpy indexes it)."""
     if isinstance(values, Tensor):
         return values
@@ -225,7 +225,7 @@ class _Column:
     tensor view of it, or numpy's indexing for a dtype torch cannot view; float arrays come
     out float32 (``_tensor``) unless ``keep_dtype``."""
 
-    def __init__(self, values: Any, keep_dtype: bool = False) -> None:
+    def __init__(self, values: np.ndarray | StackedFrames, keep_dtype: bool = False) -> None:
         self.values, self.view, self.keep_dtype = values, _view(values), keep_dtype
         self.frames = values if isinstance(values, StackedFrames) else None
         # a StackedFrames answers .shape itself (np.shape would materialise it)

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs
 from torch import nn
 
 from attn_policies.algorithms.es_eval import default_action_fn
@@ -70,7 +71,7 @@ class BCStudent(nn.Module):
             )
         self.head = nn.Sequential(*layers, nn.Linear(width, out))
 
-    def forward(self, obs: Any) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor | dict[str, torch.Tensor]) -> torch.Tensor:
         return self.head(self.extractor(obs))
 
 
@@ -97,9 +98,9 @@ class StudentAgent:
     @torch.no_grad()
     def predict(
         self,
-        obs: Any,
+        obs: VecEnvObs,
         state: Any = None,
-        episode_start: Any = None,
+        episode_start: np.ndarray | None = None,
         deterministic: bool = True,
     ) -> tuple[np.ndarray, None]:
         """Actions for a batch of observations.
@@ -109,7 +110,9 @@ class StudentAgent:
                 action there, not a distribution).
         """
         if isinstance(obs, dict):
-            x: Any = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in obs.items()}
+            x: torch.Tensor | dict[str, torch.Tensor] = {
+                k: torch.as_tensor(v, dtype=torch.float32) for k, v in obs.items()
+            }
         else:
             x = torch.as_tensor(obs, dtype=torch.float32)
         out = self.student(x)

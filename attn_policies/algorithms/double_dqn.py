@@ -16,6 +16,7 @@ import torch as th
 import torch.nn.functional as F
 from stable_baselines3 import DQN
 from stable_baselines3.common.policies import BasePolicy
+from stable_baselines3.common.type_aliases import PyTorchObs
 from stable_baselines3.dqn.policies import CnnPolicy, DQNPolicy, MlpPolicy, MultiInputPolicy
 from torch import Tensor, nn
 
@@ -23,7 +24,7 @@ LossName = Literal["huber", "mse"]
 
 
 def dqn_target(
-    q_target: nn.Module, next_obs: Any, rewards: Tensor, dones: Tensor, gamma: Tensor | float
+    q_target: nn.Module, next_obs: PyTorchObs, rewards: Tensor, dones: Tensor, gamma: Tensor | float
 ) -> Tensor:
     """The plain DQN target ``r + gamma (1 - done) max_a Q_target(s', a)``, shape ``(B, 1)``."""
     next_q = q_target(next_obs).max(dim=1, keepdim=True).values
@@ -33,7 +34,7 @@ def dqn_target(
 def double_q_target(
     q_online: nn.Module,
     q_target: nn.Module,
-    next_obs: Any,
+    next_obs: PyTorchObs,
     rewards: Tensor,
     dones: Tensor,
     gamma: Tensor | float,

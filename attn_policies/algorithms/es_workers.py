@@ -243,7 +243,9 @@ def make_evaluator(kind: str, spec: RolloutSpec, **kwargs: Any) -> Evaluator:
     return cls(spec, **kwargs)
 
 
-def timed(evaluator: Evaluator, solutions: np.ndarray, seeds: Sequence[int]) -> tuple[Any, float]:
+def timed(
+    evaluator: Evaluator, solutions: np.ndarray, seeds: Sequence[int]
+) -> tuple[np.ndarray, float]:
     """``(returns, seconds)`` of one ``evaluate`` call."""
     start = time.perf_counter()
     returns = evaluator.evaluate(solutions, seeds)

@@ -32,6 +32,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import Tensor
 
@@ -77,7 +78,7 @@ class StackedFrames:
         out = self.take(torch.from_numpy(np.atleast_1d(picked).astype(np.int64))).numpy()
         return out[0] if np.ndim(picked) == 0 else out
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    def __array__(self, dtype: npt.DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         out = self[:]
         return out if dtype is None else out.astype(dtype)
 

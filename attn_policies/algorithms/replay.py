@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from stable_baselines3.common.buffers import ReplayBuffer
 
 from attn_policies.checks import require_int
@@ -51,8 +52,8 @@ class OversamplingReplayBuffer(ReplayBuffer):
     def __init__(
         self,
         buffer_size: int,
-        observation_space: Any,
-        action_space: Any,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
         *args: Any,
         copies: int = 50,
         threshold: float = 0.0,

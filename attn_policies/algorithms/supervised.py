@@ -24,7 +24,6 @@ import math
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -35,7 +34,7 @@ from attn_policies.checks import require_int
 __all__ = ["ClassifierConfig", "evaluate_classifier", "scale_images", "train_classifier"]
 
 Transform = Callable[[Tensor, torch.Generator], Tensor]
-Callback = Callable[[int, dict[str, float]], Any]
+Callback = Callable[[int, dict[str, float]], bool | None]
 
 
 @dataclass
@@ -136,8 +135,8 @@ def evaluate_classifier(
 
 
 def fixed_test_set(
-    test_images: Any,
-    test_labels: Any,
+    test_images: np.ndarray | Tensor,
+    test_labels: np.ndarray | Tensor,
     config: ClassifierConfig,
     transform: Transform = scale_images,
 ) -> tuple[Tensor, Tensor]:
@@ -155,10 +154,10 @@ def fixed_test_set(
 
 def train_classifier(
     model: nn.Module,
-    train_images: Any,
-    train_labels: Any,
-    test_images: Any,
-    test_labels: Any,
+    train_images: np.ndarray | Tensor,
+    train_labels: np.ndarray | Tensor,
+    test_images: np.ndarray | Tensor,
+    test_labels: np.ndarray | Tensor,
     config: ClassifierConfig | None = None,
     transform: Transform = scale_images,
     callback: Callback | None = None,

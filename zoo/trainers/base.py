@@ -19,7 +19,7 @@ import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
@@ -28,6 +28,11 @@ from torch import nn
 import zoo
 from attn_policies.atomic import atomic_path, atomic_write, open_append
 from zoo.config_checks import ConfigError, RunConfig
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
+
+    from attn_policies.algorithms.es_eval import Evaluator
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
@@ -140,7 +145,7 @@ class ProgressTable:
 
 
 def periodic_test(
-    tester: Any,
+    tester: Evaluator,
     policy: nn.Module,
     seeds: Sequence[int],
     record: dict[str, Any],
@@ -170,7 +175,7 @@ def periodic_test(
     atomic_write(path / "evaluations.json", json.dumps(evaluations, indent=1))
 
 
-def tensorboard(directory: Path) -> Any:
+def tensorboard(directory: Path) -> SummaryWriter | None:
     """A TensorBoard ``SummaryWriter`` into ``directory`` (None without tensorboard)."""
     try:
         from torch.utils.tensorboard import SummaryWriter

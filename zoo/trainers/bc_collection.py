@@ -14,7 +14,7 @@ import numpy as np
 from gymnasium import spaces
 
 from attn_policies.algorithms.bc_collect import RolloutCollector
-from attn_policies.algorithms.bc_data import BCDataset
+from attn_policies.algorithms.bc_data import BCDataset, Obs
 from attn_policies.algorithms.bc_student import StudentAgent
 from zoo import factory
 from zoo.config_checks import RunConfig
@@ -46,7 +46,7 @@ def run_samples(run: RunConfig) -> int:
 def collect_steps(
     run: RunConfig,
     teacher: Any,
-    view: Any,
+    view: Callable[[Obs], Obs] | None,
     n_steps: int,
     seed: int,
     agent: StudentAgent | None = None,
@@ -71,7 +71,12 @@ def collect_steps(
 
 
 def dagger_data(
-    run: RunConfig, file: Path, round_: int, teacher: Any, view: Any, agent: StudentAgent
+    run: RunConfig,
+    file: Path,
+    round_: int,
+    teacher: Any,
+    view: Callable[[Obs], Obs] | None,
+    agent: StudentAgent,
 ) -> BCDataset:
     """Round ``round_``'s samples: the student plays (env seeded ``seed + 1000 * round_``),
     the teacher labels; loaded from ``file`` when a resumed run recorded it already."""
@@ -84,7 +89,9 @@ def dagger_data(
     return data
 
 
-def collect_parts(run: RunConfig, folder: Path, teacher: Any, view: Any) -> list[BCDataset]:
+def collect_parts(
+    run: RunConfig, folder: Path, teacher: Any, view: Callable[[Obs], Obs] | None
+) -> list[BCDataset]:
     """The run's teacher data: ``n_timesteps`` steps in :data:`DATA_PARTS` files under
     ``folder``, the parts already there loaded, the others recorded (and saved).
 
@@ -98,7 +105,7 @@ def collect_parts(run: RunConfig, folder: Path, teacher: Any, view: Any) -> list
     sizes = [len(a) for a in np.array_split(np.arange(n_steps), min(DATA_PARTS, n_steps))]
     parts: list[BCDataset] = []
     env = None
-    student_view: Callable[[Any], Any] | None = None
+    student_view: Callable[[Obs], Obs] | None = None
     collector: RolloutCollector | None = None
     try:
         for i, size in enumerate(sizes):
@@ -125,7 +132,7 @@ def collect_parts(run: RunConfig, folder: Path, teacher: Any, view: Any) -> list
     return parts
 
 
-def _student_view(run: RunConfig, collected: spaces.Space) -> Callable[[Any], Any] | None:
+def _student_view(run: RunConfig, collected: spaces.Space) -> Callable[[Obs], Obs] | None:
     """Drops the Dict entries that only the collecting env has (``collect_env_kwargs`` may
     add the teacher's own input, e.g. Puzzle Pong's ``ram_features``)."""
     if not isinstance(collected, spaces.Dict):

@@ -17,6 +17,7 @@ from typing import Any
 from gymnasium import spaces
 
 import zoo
+from attn_policies.algorithms.bc_data import Obs
 from zoo.config_checks import ConfigError, RunConfig
 from zoo.registry import resolve, resolve_function
 from zoo.trainers.base import train_teacher_experiment
@@ -26,11 +27,11 @@ from zoo.trainers.sb3_state import normalizer
 from zoo.trainers.sb3_trainer import SB3Trainer
 
 
-def _entry_view(key: str, space: spaces.Space | None) -> Callable[[Any], Any]:
+def _entry_view(key: str, space: spaces.Space | None) -> Callable[[Obs], Obs]:
     """``obs[key]``; its newest step if the student's window has one axis more than ``space``."""
     shape = getattr(space, "shape", None)
 
-    def view(obs: Any) -> Any:
+    def view(obs: Obs) -> Obs:
         if not isinstance(obs, dict) or key not in obs:
             entries = list(obs) if isinstance(obs, dict) else type(obs).__name__
             raise ConfigError(f"teacher_obs: the observation has no entry {key!r} ({entries})")
@@ -42,7 +43,7 @@ def _entry_view(key: str, space: spaces.Space | None) -> Callable[[Any], Any]:
     return view
 
 
-def _normalizer(file: Path | None, teacher_run: RunConfig | None) -> Callable[[Any], Any] | None:
+def _normalizer(file: Path | None, teacher_run: RunConfig | None) -> Callable[[Obs], Obs] | None:
     """``normalize_obs`` of a teacher's saved statistics: a ``.npz`` (read as arrays; a zoo
     run's with the run's settings), or a ``VecNormalize`` pickle that :func:`check_trusted`
     let through (the person running the command named it)."""
@@ -100,7 +101,7 @@ def config_function(run: RunConfig, key: str, name: str) -> Callable[..., Any]:
 
 def load_teacher(
     run: RunConfig, path: Path, trusted: Collection[str | Path] = ()
-) -> tuple[Any, Callable[[Any], Any] | None]:
+) -> tuple[Any, Callable[[Obs], Obs] | None]:
     """The teacher and the map from the student env's observation to the teacher's.
 
     ``teacher`` is ``{experiment, budget, overrides}`` (trained into ``path / "teacher"``
@@ -130,7 +131,7 @@ def load_teacher(
     else:
         teacher = config_function(run, "teacher", spec)
     view_spec = run.body.get("teacher_obs")
-    view: Callable[[Any], Any] | None = None
+    view: Callable[[Obs], Obs] | None = None
     if view_spec and ("." in view_spec or ":" in view_spec):
         view = config_function(run, "teacher_obs", view_spec)
     elif view_spec:

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -43,6 +43,9 @@ from zoo.trainers import keys
 from zoo.trainers.base import save_state_dict
 from zoo.trainers.contract import KeyTypes, RunHandle, register
 from zoo.trainers.keys import key
+
+if TYPE_CHECKING:
+    from attn_envs.mnist import MNISTTransform
 
 MODELS: dict[str, str] = {
     "relational_mnist": "attn_policies.relational:RelationalMNIST",
@@ -105,7 +108,7 @@ def classifier_config(run: RunConfig) -> ClassifierConfig:
         raise ConfigError(f"{run.name}: {err}") from None
 
 
-def make_transform(run: RunConfig) -> Any:
+def make_transform(run: RunConfig) -> MNISTTransform:
     from attn_envs.mnist import MNISTTransform
 
     raw = dict(run.body.get("transform") or {})

@@ -33,7 +33,7 @@ from torch import nn
 from attn_policies.agents import PolicyAgent
 from attn_policies.algorithms.cmaes import CMAESConfig, CMAESTrainer
 from attn_policies.algorithms.cmaes_state import StateFormatError
-from attn_policies.algorithms.es_eval import BatchedEvaluator
+from attn_policies.algorithms.es_eval import BatchedEvaluator, Evaluator
 from attn_policies.algorithms.es_workers import EVALUATORS, make_evaluator
 from attn_policies.algorithms.pgpe import PGPEConfig
 from attn_policies.atomic import atomic_write
@@ -187,7 +187,7 @@ def _pgpe_config(run: RunConfig, common: dict[str, Any]) -> PGPEConfig:
         raise ConfigError(f"{run.name}: pgpe: {err}") from None
 
 
-def make_run_evaluator(run: RunConfig) -> Any:
+def make_run_evaluator(run: RunConfig) -> Evaluator:
     kind = value(CMAESKeys, run, "evaluator")
     kwargs: dict[str, Any] = {}
     if kind in ("processes", "ray"):

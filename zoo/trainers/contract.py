@@ -24,6 +24,7 @@ from zoo.config_checks import RunConfig
 
 if TYPE_CHECKING:  # annotations only: importing the registry stays cheap
     import gymnasium as gym
+    from torch import nn
 
     from attn_policies.agents import Agent
 
@@ -91,8 +92,9 @@ class Trainer(Protocol):
         returning ``False`` stops training."""
         ...
 
-    def load(self, path: Path, run: RunConfig, which: str = "best") -> Any:
-        """The trained model of the folder: ``"best"`` (kept by evaluation) or ``"last"``."""
+    def load(self, path: Path, run: RunConfig, which: str = "best") -> nn.Module | Agent:
+        """The trained model of the folder: ``"best"`` (kept by evaluation) or ``"last"``: an
+        SB3 algorithm, a BC student, an ES policy or a classifier network."""
         ...
 
     def evaluate(

@@ -95,7 +95,7 @@ def run_spaces(run: RunConfig) -> tuple[gym.Space, gym.Space]:
         env.close()
 
 
-def policy_builder(run: RunConfig) -> Any:
+def policy_builder(run: RunConfig) -> Callable[..., nn.Module]:
     """The policy class or classmethod preset; anything but a torch module is refused
     before it is called (``policy: os:system`` never runs)."""
     try:

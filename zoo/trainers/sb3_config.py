@@ -94,7 +94,7 @@ def check_curriculum(run: RunConfig) -> None:
         )
 
 
-def _net_widths(net_arch: Any) -> int:
+def _net_widths(net_arch: object) -> int:
     """The summed layer widths of an SB3 ``net_arch`` (64 + 64, SB3's default, when unset)."""
     if net_arch is None:
         return 128

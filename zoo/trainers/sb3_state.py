@@ -32,11 +32,12 @@ import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.buffers import BaseBuffer
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.save_util import load_from_zip_file
 from stable_baselines3.common.vec_env import VecNormalize
 
 from attn_policies.atomic import atomic_path
-from zoo.config_checks import ConfigError, check_npz_memory
+from zoo.config_checks import ConfigError, RunConfig, check_npz_memory
 
 # Training counters restored from a checkpoint's JSON ``data`` (plain numbers only).
 COUNTERS = (
@@ -72,11 +73,11 @@ def save_model(
                 archive.writestr(LOGGER_ENTRY, json.dumps(logger))
 
 
-def _plain_number(value: Any) -> bool:
+def _plain_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def logger_state(logger: Any) -> dict[str, Any]:
+def logger_state(logger: Logger) -> dict[str, Any]:
     """The values an SB3 ``Logger`` recorded since its last ``dump`` (numbers only: text,
     images and videos are not metrics), with their ``record_mean`` counts and exclusions.
 
@@ -120,7 +121,7 @@ def read_logger_state(file: str | Path) -> dict[str, Any]:
     return state
 
 
-def restore_logger(logger: Any, state: dict[str, Any]) -> None:
+def restore_logger(logger: Logger, state: dict[str, Any]) -> None:
     """Put :func:`logger_state`'s values back into an SB3 ``Logger``: its next ``dump``
     writes them where the interrupted run would have."""
     logger.name_to_value.update(state["values"])
@@ -310,7 +311,7 @@ def load_vecnormalize(venv: VecNormalize, file: str | Path) -> VecNormalize:
     return venv
 
 
-def normalizer(file: str | Path, run: Any) -> Any:
+def normalizer(file: str | Path, run: RunConfig | None) -> Any:
     """``obs -> normalised obs`` with ``file``'s statistics and the run's ``normalize``
     settings (clip, epsilon), for code that steps a single env (maps, BC teachers)."""
     from zoo import factory

@@ -14,9 +14,10 @@ from typing import Any
 
 import gymnasium as gym
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
-from stable_baselines3.common.vec_env import VecNormalize
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from zoo import factory, progress
 from zoo.config_checks import ConfigError, RunConfig
@@ -49,7 +50,9 @@ from zoo.trainers.sb3_state import (
 )
 
 
-def build_model(run: RunConfig, env: Any, file: Path | None = None, probe: bool = False) -> Any:
+def build_model(
+    run: RunConfig, env: VecEnv, file: Path | None = None, probe: bool = False
+) -> BaseAlgorithm:
     """The run's model rebuilt from its config, with ``file``'s tensors loaded (never
     unpickled; see :mod:`zoo.trainers.sb3_state`)."""
     model = factory.make_model(run, env, probe=probe)
@@ -58,7 +61,7 @@ def build_model(run: RunConfig, env: Any, file: Path | None = None, probe: bool 
     return model
 
 
-def _norm_env(env: Any, norm: Path) -> Any:
+def _norm_env(env: VecEnv, norm: Path) -> VecEnv:
     """Evaluation env with the run's saved statistics (``.npz``); a pickle is refused."""
     if not isinstance(env, VecNormalize):
         return env
@@ -163,7 +166,7 @@ class SB3Trainer:
         n_timesteps = plan[-1][1]
         save_freq = int(run.body.get("save_freq") or default_save_freq(n_timesteps))
         checkpoint = CheckpointCallback(path, save_freq)
-        cbs: list[Any] = [metrics.episode_callback()]
+        cbs: list[BaseCallback] = [metrics.episode_callback()]
         eval_env = None
         if run.eval.freq:
             # Curricula are evaluated on their last (target) task throughout.
@@ -226,7 +229,7 @@ class SB3Trainer:
         save_model(model, path / "model.zip")
         return int(model.num_timesteps)
 
-    def _init(self, model: BaseAlgorithm, venv: Any, run: RunConfig) -> None:
+    def _init(self, model: BaseAlgorithm, venv: VecEnv, run: RunConfig) -> None:
         """A warm start: ``init``'s weights and optimiser state (a run folder's best model,
         else its last; or an SB3 ``.zip``), and its ``VecNormalize`` statistics (the folder's
         ``.npz``) where the run normalises; the step counters start at 0. Read as tensors and
@@ -271,7 +274,7 @@ class SB3Trainer:
             env.close()
 
     @staticmethod
-    def _restore(model: BaseAlgorithm, ckpt: Path, venv: Any, buffer: bool = True) -> None:
+    def _restore(model: BaseAlgorithm, ckpt: Path, venv: VecEnv, buffer: bool = True) -> None:
         """Checkpoint tensors, counters, replay buffer and statistics into a model built
         from the config (no file is unpickled)."""
         for old in ("last_replay_buffer.pkl", "last_vecnormalize.pkl"):
