@@ -149,3 +149,22 @@ def test_seed_template_follows_the_seed_of_each_cell(tmp_path: Path) -> None:
     assert zoo.load_runs(path, seed=9)[0].body["env_kwargs"]["max_episode_steps"] == 9
     path.write_text(yaml.safe_dump({"t": {**body, "matrix": {"seed": [1, 2]}}}))
     assert [r.body["env_kwargs"]["max_episode_steps"] for r in zoo.load_runs(path)] == [1, 2]
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_no_shipped_config_points_into_results_or_runs(name: str) -> None:
+    # an installed package has neither folder: a warm start or teacher names an experiment
+    # to train first (a recipe stage, teacher: {experiment: ...}) or a path the user passes
+    raw = read_family(zoo.list_experiments()[name])[name]
+    found = [s for s in _strings(raw) if s.startswith(("results/", "runs/", "./results", "./runs"))]
+    assert not found, f"{name} points at {found}"
