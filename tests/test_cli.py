@@ -42,6 +42,8 @@ def write_config(tmp_path: Path, name: str, body: dict[str, Any]) -> Path:
 
 def yaml_documents(text: str) -> list[dict[str, Any]]:
     """The YAML configs ``show`` printed (each starts with a ``# name (budget ...)`` line)."""
+    defaults = ("#   ", "# defaults of the keys")  # the comment block under each run
+    text = "\n".join(line for line in text.splitlines() if not line.startswith(defaults))
     chunks = [c for c in text.split("\n# ") if c.strip() and not c.startswith("# ...")]
     return [yaml.safe_load(chunk.split("\n", 1)[1]) for chunk in chunks]
 
@@ -88,6 +90,17 @@ def test_show_with_budget_and_set(capsys: pytest.CaptureFixture[str]) -> None:
     assert body["learning_rate"] == 0.002
     assert body["n_timesteps"] == smoke.body["n_timesteps"]
     assert body["eval"]["freq"] == smoke.eval.freq
+
+
+def test_show_lists_the_defaults_of_keys_the_config_leaves_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["show", "cartpole_pi_x0", "--budget", "smoke", "--set", "n_workers=3"]) == 0
+    out = capsys.readouterr().out
+    comments = [line for line in out.splitlines() if line.startswith("#   ")]
+    assert "#   es: cmaes  # the search: CMA-ES, or PGPE in the same loop" in comments
+    assert not any(line.startswith("#   n_workers:") for line in comments)  # set here
+    assert not any(line.startswith("#   population:") for line in comments)  # the config's
 
 
 def test_closed_pipe_stops_quietly() -> None:

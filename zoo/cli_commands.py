@@ -42,6 +42,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     """``attn-zoo show``: an experiment's resolved runs as YAML, each checked as ``train``
     checks it."""
     from zoo.trainers import get_trainer
+    from zoo.trainers.keys import defaults_comment
 
     budget = _budget(args.name, args.budget)
     runs = load_runs(args.name, budget=budget, overrides=parse_overrides(args.set))
@@ -50,6 +51,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             get_trainer(run.algo).probe(run)  # as `train` checks it: env and model built once
     for run in runs[: args.limit]:
         print(run.to_yaml())
+        defaults = defaults_comment(get_trainer(run.algo).config_model, run)
+        if defaults:
+            print(defaults)
     if len(runs) > args.limit:
         print(f"# ... and {len(runs) - args.limit} more runs ({len(runs)} in all)")
     return 0

@@ -42,6 +42,7 @@ __all__ = [
     "choices",
     "config_models",
     "default",
+    "defaults_comment",
     "key",
     "key_types",
     "keys_page",
@@ -233,6 +234,21 @@ def _yaml_text(v: Any) -> str:
     if isinstance(v, dict | list):
         return f"`{yaml.safe_dump(v, default_flow_style=True, sort_keys=False).strip()}`"
     return f"`{v}`"
+
+
+def defaults_comment(model: type, run: RunConfig) -> str:
+    """The keys ``run`` leaves out (or sets to null) with the defaults the trainer uses for
+    them, as YAML comment lines (what ``attn-zoo show`` prints under a run)."""
+    body = _body(run)
+    lines = [
+        f"#   {f.name}: {_yaml_text(default(model, f.name)).strip('`')}"
+        + (f"  # {f.metadata['doc']}" if f.metadata.get("doc") else "")
+        for f in _fields(model)
+        if body.get(f.name) is None and not f.metadata.get("required")
+    ]
+    if not lines:
+        return ""
+    return "# defaults of the keys not set here (the trainer's config model):\n" + "\n".join(lines)
 
 
 def markdown_table(model: type) -> str:
