@@ -93,6 +93,8 @@ def check_teacher_experiment(run: RunConfig, spec: dict[str, Any]) -> None:
         raise ConfigError(f"{run.name}: teacher takes {list(TEACHER_KEYS)}, got {unknown}")
     if not isinstance(spec.get("overrides") or {}, dict):
         raise ConfigError(f"{run.name}: teacher.overrides must be a mapping of key -> value")
+    budget = spec.get("budget", run.budget)
+    zoo.load_runs(spec["experiment"], budget=budget, overrides=spec.get("overrides"))
 
 
 def train_teacher_experiment(run: RunConfig, spec: dict[str, Any], folder: Path) -> Path:

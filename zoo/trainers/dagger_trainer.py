@@ -236,8 +236,6 @@ class DAggerZooTrainer(CMAESZooTrainer):
             pass
         elif isinstance(teacher, dict):
             base.check_teacher_experiment(run, teacher)
-            budget = teacher.get("budget", run.budget)
-            zoo.load_runs(teacher["experiment"], budget=budget, overrides=teacher.get("overrides"))
         # A misfit teacher fails here; a missing one (the git-ignored imported ant_mlp) in
         # probe, still before anything is written, as algo: cmaes treats `init`.
         elif Path(str(teacher)).exists():
