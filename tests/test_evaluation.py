@@ -379,3 +379,19 @@ def test_e8_smoke_run_leads_eval_json_with_the_final_steps_return(tmp_path: Path
     assert "stochastic" in result["policies"]
     assert headline(result).startswith("final 10000 steps return ")
     assert zoo.evaluate(run)["training_return"] == training
+
+
+def test_eval_json_records_the_float_environment_it_ran_in() -> None:
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = zoo.evaluation.float_environment()
+        torch.set_num_threads(2)
+        two = zoo.evaluation.float_environment()
+    finally:
+        torch.set_num_threads(before)
+    assert one["torch_threads"] == 1 and two["torch_threads"] == 2
+    assert one["torch"] == torch.__version__ and one["numpy"] == np.__version__
+    assert one["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    json.dumps(one)  # it goes into eval.json as it is

@@ -8,11 +8,13 @@ with ε-actions drawn from a generator seeded by the evaluation seed, never glob
 from __future__ import annotations
 
 import json
+import platform
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize, sync_envs_normalization
 
@@ -124,7 +126,8 @@ def eval_json(
     **fields: Any,
 ) -> dict[str, Any]:
     """The head of a run's ``eval.json``: the run, the model file tested, ``fields`` (step
-    counts), the test seed and size and each mode's :func:`summary`."""
+    counts), the test seed and size, the :func:`float_environment` it ran in and each
+    mode's :func:`summary`."""
     return {
         "experiment": run.experiment,
         "tag": run.tag,
@@ -133,7 +136,25 @@ def eval_json(
         **fields,
         "test_seed": seed,
         "n_episodes": n,
+        "float_environment": float_environment(),
         "policies": summary(results),
+    }
+
+
+def float_environment() -> dict[str, Any]:
+    """What decides a test's floating-point arithmetic besides the code and the seeds.
+
+    Chaotic tasks (E3's swing-up over 1,000 steps) turn a last-bit difference in a matrix
+    product into a different episode, so the same model and seeds can score a few tenths of a
+    percent apart on CPUs whose kernels differ (AVX-512 vs AVX2) or at another thread count.
+    Recording these lets a replay tell such a difference from a change in behaviour.
+    """
+    return {
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch_threads": torch.get_num_threads(),
+        "machine": platform.machine(),
     }
 
 
