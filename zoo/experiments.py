@@ -61,8 +61,9 @@ class Experiment:
             the steps (below 1) or a number of final env steps (1 or more).
         final_from_eval: read that column from ``eval.json``'s ``training_return`` (the
             trainer's own final window, e.g. seed 003's last 10,000 frames) instead.
-        chain: the stage run folders of a curriculum, in order (relative to the results
-            folder): drawn end to end against wall time (:func:`zoo.report.plot_chain`).
+        chain: glob, relative to the results folder, of multi-stage recipe run folders
+            (``algo: recipe``): each seed's stages are drawn end to end against wall time
+            (:func:`zoo.report.plot_chain`).
         goal: a return line drawn on the chain's figure.
     """
 
@@ -74,7 +75,7 @@ class Experiment:
     page: str = ""
     final: float = 0.1
     final_from_eval: bool = False
-    chain: tuple[str, ...] = ()
+    chain: str = ""
     goal: float | None = None
 
     @property
@@ -135,15 +136,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
             _c("PI, the authors' checkpoint", "pretrained/cartpole_pi", "516.6 ± 420.4 (log)"),
         ),
         "docs/experiments/e3_cartpole.md",
-        chain=(
-            "cartpole_pi/two_core/1_hold",
-            "cartpole_pi/two_core/2_catch",
-            "cartpole_pi/two_core/3_tune",
-            "cartpole_pi/two_core/4_tune",
-            "cartpole_pi/two_core/5_tune",
-            "cartpole_pi/pop512/6_tune_pop512",
-            "cartpole_pi/pi",
-        ),
+        chain="cartpole_pi/recipe/*",
         goal=450.0,
     ),
     Experiment(

@@ -28,7 +28,7 @@ from __future__ import annotations
 import csv
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ __all__ = [
     "collect",
     "plot_chain",
     "read_score",
+    "recipe_chains",
     "report",
     "runs_in",
     "summary_table",
@@ -341,34 +342,57 @@ def chain_rows(stages: Sequence[str | Path]) -> list[tuple[str, str, float, floa
 
 
 def plot_chain(
-    stages: Sequence[str | Path], out: str | Path, goal: float | None = None, title: str = ""
+    chains: Mapping[str, Sequence[str | Path]],
+    out: str | Path,
+    goal: float | None = None,
+    title: str = "",
 ) -> Path:
-    """Draw :func:`chain_rows` (one line per stage, its final tests as dots) to the PNG
-    ``out``, with the rows in a CSV beside it (same stem); returns the PNG path."""
+    """Draw each chain of :func:`chain_rows` (a recipe seed's stages, by label) as one line of
+    its checks against wall time from scratch, its stages' final tests as dots of the same
+    colour, to the PNG ``out``; the rows go to a CSV beside it (same stem, with a ``run``
+    column); returns the PNG path."""
     from attn_policies.canvas import new_figure, save_figure
 
-    rows = chain_rows(stages)
     out = Path(out)
     fig = new_figure(8.0, 4.5)
     ax = fig.subplots()
-    for stage in dict.fromkeys(r[0] for r in rows):
-        checks = [r for r in rows if r[0] == stage and r[1] == "check"]
-        ax.plot([r[2] for r in checks], [r[3] for r in checks], lw=1, label=stage)
-    finals = [r for r in rows if r[1] == "final"]
-    ax.plot([r[2] for r in finals], [r[3] for r in finals], "ko", ms=4, label="final test")
+    table: list[tuple[str, str, str, float, float]] = []
+    for label, stages in chains.items():
+        rows = chain_rows(stages)
+        table += [(label, *row) for row in rows]
+        checks = [r for r in rows if r[1] == "check"]
+        (line,) = ax.plot([r[2] for r in checks], [r[3] for r in checks], lw=1, label=label)
+        finals = [r for r in rows if r[1] == "final"]
+        ax.plot([r[2] for r in finals], [r[3] for r in finals], "o", ms=4, color=line.get_color())
     if goal is not None:
         ax.axhline(goal, color="r", lw=0.8, ls=":", label=f"goal {goal:g}")
-    ax.set_xlabel("wall minutes from scratch (stages end to end)")
+    ax.set_xlabel("wall minutes from scratch (stages end to end; dots: each stage's test)")
     ax.set_ylabel("mean test return")
-    ax.set_title(title or "curriculum stages end to end")
+    ax.set_title(title or "recipe stages end to end")
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
     save_figure(fig, out, dpi=110)
     with atomic_path(out.with_suffix(".csv")) as tmp, tmp.open("w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(("stage", "kind", "minutes", "mean_return"))
-        writer.writerows(rows)
+        writer.writerow(("run", "stage", "kind", "minutes", "mean_return"))
+        writer.writerows(table)
     return out
+
+
+def recipe_chains(pattern: str, results: str | Path) -> dict[str, list[Path]]:
+    """The stage folders (``stages/<k>_<name>``, in order) of each recipe run folder that
+    ``pattern`` matches under ``results``, labelled ``seed S``."""
+    chains: dict[str, list[Path]] = {}
+    for run in sorted(Path(results).glob(pattern)):
+        stages = sorted(
+            (p for p in (run / "stages").glob("*_*") if p.is_dir()),
+            key=lambda p: int(p.name.split("_", 1)[0]),
+        )
+        status = run / "status.json"
+        seed = json.loads(status.read_text()).get("seed") if status.is_file() else None
+        if stages:
+            chains[run.name if seed is None else f"seed {seed}"] = stages
+    return chains
 
 
 def report(
@@ -380,7 +404,7 @@ def report(
     plot: bool = True,
 ) -> Report:
     """Summarise an experiment's runs: write ``summary.md``, ``summary.csv`` and the curves
-    (``curves.png`` and ``curves.csv``; for a curriculum also ``chain.png`` and ``chain.csv``,
+    (``curves.png`` and ``curves.csv``; for recipes also ``chain.png`` and ``chain.csv``,
     :func:`plot_chain`) into ``out``, and refresh the page's table.
 
     Args:
@@ -436,10 +460,10 @@ def report(
     if plot:
         plotted = [r.path for row in cells if row.cell.plot or folders for r in row.runs]
         written.append(plot_runs(list(dict.fromkeys(plotted)), out=target / "curves.png"))
-        if exp.chain and not folders:
-            stages = [root / "results" / stage for stage in exp.chain]
-            title = f"{exp.key}: the curriculum's stages end to end"
-            written.append(plot_chain(stages, target / "chain.png", exp.goal, title))
+        chains = recipe_chains(exp.chain, root / "results") if exp.chain and not folders else {}
+        if chains:
+            title = f"{exp.key}: each recipe seed's stages end to end"
+            written.append(plot_chain(chains, target / "chain.png", exp.goal, title))
     if refreshed:
         written.append(page)
     return Report(exp, cells, table, tuple(written))
