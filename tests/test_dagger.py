@@ -18,6 +18,7 @@ from attn_policies.algorithms.dagger import (
     beta_of,
     collect,
     fit_epoch,
+    teacher_action,
 )
 from attn_policies.es_policies import AttentionNeuronPolicy, FNNPolicy
 
@@ -292,8 +293,36 @@ def test_bc_mode_save_and_restore_continue_bit_for_bit(tmp_path: Path) -> None:
         ("max_grad_norm", -1),
         ("handover", -5),
         ("handover", 2.5),
+        ("teacher_action_noise", -0.1),
     ],
 )
 def test_bad_config_is_a_value_error(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=f"DAggerConfig.{field}"):
         DAggerConfig(**{field: value})
+
+
+def test_teacher_action_noise_perturbs_what_is_played_never_the_target() -> None:
+    student, teacher = make()
+    clean = collect(student, teacher, env_fn, CFG, beta=1.0, seed=0)
+    noisy_cfg = dataclasses.replace(CFG, teacher_action_noise=0.3)
+    noisy = collect(student, teacher, env_fn, noisy_cfg, beta=1.0, seed=0)
+    alive = noisy.alive.astype(bool)
+    # the target is the teacher's action on the states actually reached
+    with torch.no_grad():
+        replay = teacher_action(teacher, torch.as_tensor(noisy.obs.reshape(-1, 5))).numpy()
+    np.testing.assert_allclose(noisy.targets.reshape(-1, 1), replay, rtol=1e-5, atol=1e-6)
+    gap = (noisy.actions - noisy.targets)[alive]
+    assert (np.abs(noisy.actions) <= 1.0).all()  # clipped to the action space
+    unclipped = np.abs(noisy.actions[alive]) < 1.0
+    assert 0.2 < float(gap[unclipped].std()) < 0.4
+    np.testing.assert_array_equal(noisy.obs[0], clean.obs[0])  # the same starts
+    assert not np.allclose(noisy.obs[5:], clean.obs[5:])  # ... then other states
+    # 0 draws nothing: the same episodes as a config without the key
+    zero = collect(
+        student, teacher, env_fn, dataclasses.replace(CFG, teacher_action_noise=0.0), 1.0, 0
+    )
+    np.testing.assert_array_equal(zero.obs, clean.obs)
+    # the student-driven copies are untouched by it
+    own = collect(student, teacher, env_fn, noisy_cfg, beta=0.0, seed=0)
+    plain = collect(student, teacher, env_fn, CFG, beta=0.0, seed=0)
+    np.testing.assert_array_equal(own.actions, plain.actions)

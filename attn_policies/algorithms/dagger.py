@@ -86,6 +86,11 @@ class DAggerConfig:
             over to the student at a step drawn uniformly from ``[0, H)``, so the student is
             labelled on its own actions where only the teacher gets (CartPoleSwingUp: with
             the pole already up, where a student that never balances never is).
+        teacher_action_noise: std of Gaussian noise added to the action a copy plays while
+            the teacher drives it, clipped to the action space (DART's noise injection: the
+            recorded target stays the teacher's own action, so the student is shown how the
+            teacher corrects the small errors it will make; 0: the teacher's action as it is,
+            no draws). For a deterministic teacher this is what "sampled" actions can mean.
     """
 
     n_envs: int = 64
@@ -101,6 +106,7 @@ class DAggerConfig:
     batch_episodes: int = 0
     prev_action_noise: float = 0.0
     handover: int = 0
+    teacher_action_noise: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("n_envs", "max_steps", "window", "keep_rounds"):
@@ -112,10 +118,9 @@ class DAggerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"DAggerConfig.{name} must be an int >= 0, got {value!r}")
-        if not float(self.prev_action_noise) >= 0:
-            raise ValueError(
-                f"DAggerConfig.prev_action_noise must be >= 0, got {self.prev_action_noise}"
-            )
+        for name in ("prev_action_noise", "teacher_action_noise"):
+            if not float(getattr(self, name)) >= 0:
+                raise ValueError(f"DAggerConfig.{name} must be >= 0, got {getattr(self, name)}")
         beta = self.beta
         if isinstance(beta, str):
             if beta not in BETA_SCHEDULES:
@@ -226,6 +231,11 @@ def collect(
         switch = rng.integers(cfg.handover, size=b) if cfg.handover else None
         # the student's actions would go unused (with handover it always takes over)
         teacher_only = bool(use_teacher.all()) and switch is None
+        if cfg.teacher_action_noise:
+            space = env.single_action_space
+            if not isinstance(space, gym.spaces.Box):
+                raise ValueError(f"teacher_action_noise needs a Box action space, got {space}")
+            low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
         alive = np.ones(b, bool)
         rows: dict[str, list[np.ndarray]] = {"obs": [], "actions": [], "targets": [], "alive": []}
         state = None
@@ -233,14 +243,19 @@ def collect(
             for step in range(cfg.max_steps):
                 o = torch.as_tensor(obs, dtype=torch.float32)
                 target = teacher_action(teacher, o)
+                played = target
+                if cfg.teacher_action_noise:  # drawn only when asked: streams stay as before
+                    noise = rng.standard_normal(target.shape).astype(np.float32)
+                    played = target + cfg.teacher_action_noise * torch.as_tensor(noise)
+                    played = torch.clamp(played, low, high)
                 if teacher_only:
-                    action = target
+                    action = played
                 else:
                     own, state = student(torch.gather(o, 1, perm_t), state)
                     drive = use_teacher
                     if switch is not None:
                         drive = use_teacher & torch.as_tensor(step < switch)[:, None]
-                    action = torch.where(drive, target, own)
+                    action = torch.where(drive, played, own)
                     state = _with_prev_action(state, action)
                 for key, value in zip(rows, (o, action, target, alive.copy()), strict=True):
                     rows[key].append(np.asarray(value))

@@ -95,6 +95,10 @@ class DAggerKeys:
         DAggerConfig.handover,
         "H > 0: teacher-driven copies hand over to the student at a step drawn from [0, H)",
     )
+    teacher_action_noise: float | int = key(
+        DAggerConfig.teacher_action_noise,
+        "std of Gaussian noise on the actions the teacher plays (DART); targets stay clean",
+    )
     torch_threads: int | None = key(None, "torch threads (null: one)")
 
 
@@ -131,6 +135,7 @@ def dagger_config(run: RunConfig) -> DAggerConfig:
             batch_episodes=int(given.batch_episodes),
             prev_action_noise=float(given.prev_action_noise),
             handover=given.handover,
+            teacher_action_noise=float(given.teacher_action_noise),
         )
     except ValueError as err:
         raise ConfigError(f"{run.name}: {err}") from None
