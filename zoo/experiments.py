@@ -152,8 +152,21 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         "puzzle_pong",
         "test return",
         (
-            _c("KL student of the every-phase teacher", "puzzle_pong/phases/kl", "21 ± 0"),
-            _c("cross-entropy student of it", "puzzle_pong/phases/ce", "21 ± 0", plot=False),
+            # The recipe: `attn-zoo train puzzle_pong_bc --budget cpu --seed S --set
+            # occlusion=0.0 teacher=results/puzzle_pong/teacher_phases/0`; its best epoch is
+            # kept on checks with sticky actions, never on the test's games (test a here).
+            _c("KL student, the recipe (test a)", "puzzle_pong/recipe", "21 ± 0"),
+            _c(
+                "KL student of the every-phase teacher, epoch picked on the test's games",
+                "puzzle_pong/phases/kl",
+                "21 ± 0",
+            ),
+            _c(
+                "cross-entropy student of it, the same",
+                "puzzle_pong/phases/ce",
+                "21 ± 0",
+                plot=False,
+            ),
             _c("the every-phase RAM teacher", "puzzle_pong/teacher_phases/0"),
             _c("KL student, occlusion 0.3 in training", "puzzle_pong/phases/kl_0.3", "21"),
             _c("KL student, occlusion 0.5 in training", "puzzle_pong/phases/kl_0.5", "21"),
