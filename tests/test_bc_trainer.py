@@ -83,6 +83,9 @@ def test_callable_teacher_run_learns_and_evaluates(tmp_path: Path) -> None:
     assert zoo.evaluate(run.path)["policies"] == run.eval["policies"]
     returns = get_trainer("bc").episode_returns(run.path, run.config, n_episodes=2, seed=5)
     assert len(returns["rewards"]) == 2
+    (run.path / "model.pt").unlink()  # a folder committed with its best model alone
+    alone = zoo.evaluate(run.path)
+    assert alone["policies"] == run.eval["policies"] and "last_model" not in alone
 
 
 def test_training_checks_play_the_eval_env_kwargs_and_the_test_does_not(

@@ -368,7 +368,8 @@ class BCTrainer:
         results = self._test(path, run, which, n, seed)
         samples = run_samples(run)
         out = eval_json(run, path, file, seed, n, results, num_timesteps=samples)
-        if which == "best" and file.name == "best_model.pt":
+        # a run committed with its best model alone tests that one
+        if which == "best" and file.name == "best_model.pt" and (path / "model.pt").exists():
             # the last epoch was often the best: then the same episodes need no second run
             same = _same_weights(file, path / "model.pt")
             last = results if same else self._test(path, run, "last", n, seed)
