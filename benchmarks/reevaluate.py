@@ -34,7 +34,7 @@ import torch
 
 import zoo
 from zoo.evaluation import float_environment
-from zoo.float_kernels import kernel_spread
+from zoo.float_kernels import KERNELS, kernel_spread
 
 RESULTS = Path("results")
 
@@ -84,9 +84,11 @@ def check(folder: Path, max_episodes: int) -> dict:
         row["same_float_environment"] = (
             recorded_env == float_environment() if recorded_env else None
         )
-        spread = kernel_spread(folder, n, recorded.get("test_seed"))
+        # the native kernels' replay is the one just made (one thread, as in the child)
+        others = {k: v for k, v in KERNELS.items() if k != "native"}
+        spread = kernel_spread(folder, n, recorded.get("test_seed"), others)
         for name, summary in policies.items():
-            means = spread.get(name, {})
+            means = {"native": row["policies"][name]["now"], **spread.get(name, {})}
             low, high = min(means.values()), max(means.values())
             a = summary.get("mean_reward")
             row["policies"][name]["kernel_spread"] = means

@@ -35,6 +35,7 @@ KERNELS: dict[str, dict[str, str]] = {
     "avx": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "AVX"},
     "compatible": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"},
 }
+_KERNEL_VARIABLES = {name for variables in KERNELS.values() for name in variables}
 
 
 def replay_means(
@@ -61,9 +62,6 @@ def kernel_spread(
         for mode, mean in replay_means(folder, n_episodes, seed, variables).items():
             out.setdefault(mode, {})[name] = mean
     return out
-
-
-_KERNEL_VARIABLES = {"ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS"}
 
 
 def main(argv: list[str] | None = None) -> int:
