@@ -79,6 +79,14 @@ def test_the_recipe_is_tested_as_its_final_stage_on_its_own_test_draw(trained: z
     assert trained.acting().path == trained.path / "stages" / "2_second"
 
 
+def test_the_input_regression_of_a_recipe_is_its_final_stages(trained: zoo.Run) -> None:
+    from zoo.analysis import input_regression
+
+    recipe = input_regression(trained.path, n_episodes=3, seed=5)
+    final = input_regression(trained.path / "stages" / "2_second", n_episodes=3, seed=5)
+    assert recipe == final and len(recipe["inputs"]) == 5
+
+
 def test_config_yml_records_each_stages_budget_and_reloads(trained: zoo.Run) -> None:
     saved = yaml.safe_load((trained.path / "config.yml").read_text())["my_recipe"]
     assert [s["budget"] for s in saved["stages"]] == ["smoke", "smoke"]

@@ -62,7 +62,8 @@ def input_regression(
     """
     from zoo.trainers.es_rollout import rollout_spec
 
-    handle = run if isinstance(run, Run) else load(run)
+    # a recipe's agent is its final stage's: that run's config builds the policy and the env
+    handle = (run if isinstance(run, Run) else load(run)).acting()
     policy = get_trainer(handle.config.algo).load(handle.path, handle.config, which)
     modules = policy.modules() if isinstance(policy, nn.Module) else ()
     neurons = [m for m in modules if isinstance(m, AttentionNeuron)]
