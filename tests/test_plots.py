@@ -14,7 +14,7 @@ from _zoo import TINY_DOORKEY, trained
 from PIL import Image
 
 from zoo.metrics import read_monitor, read_progress
-from zoo.plots import SMOOTH_EPISODES, find_run_dirs, plot_runs
+from zoo.plots import SMOOTH_EPISODES, find_run_dirs, group_colours, plot_runs
 
 
 def write_run(
@@ -203,6 +203,23 @@ def test_runs_are_grouped_by_cell_and_budget(tmp_path: Path) -> None:
     n_runs = {r["group"]: int(r["n"]) for r in table if r["metric"] == "episode_return"}
     # The budget joins the label only where one cell ran with several budgets.
     assert n_runs == {"atari/Pong-fc (smoke)": 3, "atari/Pong-cnn": 3, "atari/Pong-fc (cpu)": 1}
+
+
+def test_up_to_twenty_groups_never_share_a_colour(tmp_path: Path) -> None:
+    for n in (1, 10, 11, 20):
+        labels = [f"ablation/cell_{i}" for i in range(n)]
+        assert len(set(group_colours(labels).values())) == n
+    rng = np.random.default_rng(3)
+    cells = [f"cell_{i}" for i in range(12)]
+    for cell in cells:
+        write_run(tmp_path / "runs" / cell / "0-t", name=f"ablation/{cell}",
+                  monitors={0: (0.0, episodes(rng, 5))})  # fmt: skip
+    plot_runs([tmp_path / "runs"], out=tmp_path / "twelve.png")
+    with Image.open(tmp_path / "twelve.png") as image:
+        width, height = image.size
+    plot_runs([tmp_path / "runs" / "cell_0"], out=tmp_path / "one.png")
+    with Image.open(tmp_path / "one.png") as image:
+        assert image.size[0] == width and height > image.size[1]  # room for the legend rows
 
 
 def test_classifier_history_against_iterations(tmp_path: Path) -> None:

@@ -22,7 +22,9 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.axes import Axes
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -319,6 +321,22 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path | None = None, x: str 
     return out_path
 
 
+def group_colours(labels: Sequence[str]) -> dict[str, str]:
+    """A colour per group: matplotlib's default cycle for up to ten groups, ``tab20`` for up
+    to twenty (so no two groups of one figure share a colour), cycling beyond that.
+
+    Example:
+        >>> group_colours(["a", "b"])
+        {'a': 'C0', 'b': 'C1'}
+        >>> len(set(group_colours([str(i) for i in range(12)]).values()))
+        12
+    """
+    palette = [f"C{i}" for i in range(10)]
+    if len(labels) > 10:
+        palette = [to_hex(colormaps["tab20"](i)) for i in range(20)]
+    return {label: palette[i % len(palette)] for i, label in enumerate(labels)}
+
+
 def _figure(
     drawn: dict[str, dict[str, dict[str, tuple[np.ndarray, ...]]]],
     groups: dict[str, list[RunData]],
@@ -327,7 +345,13 @@ def _figure(
     panels = [p for p in PANELS if p in drawn]
     n_cols = 1 if len(panels) <= 1 else (2 if len(panels) in (2, 4) else 3)
     n_rows = max(1, math.ceil(len(panels) / n_cols))
-    fig = new_figure(4.6 * n_cols, 3.4 * n_rows + 0.9)
+    width = 4.6 * n_cols
+    # legend columns the longest entry leaves room for (about 11 characters an inch; the
+    # entry adds " (n=3 seeds, no data yet)"), and a row of height for each legend row
+    longest = max(len(label) for label in groups) + 24
+    legend_cols = max(1, min(3, len(groups), int(width * 11 // longest)))
+    legend_rows = math.ceil(len(groups) / legend_cols)
+    fig = new_figure(width, 3.4 * n_rows + 0.65 + 0.25 * legend_rows)
     spread = "mean and min-max over seeds" if any(len(g) > 1 for g in groups.values()) else ""
     fig.suptitle("learning curves" + (f" ({spread})" if spread else ""))
     if not panels:
@@ -337,7 +361,7 @@ def _figure(
             + "\n".join(str(r.path) for g in groups.values() for r in g),
         )
         return fig
-    colours = {label: f"C{i % 10}" for i, label in enumerate(groups)}
+    colours = group_colours(list(groups))
     axes = fig.subplots(n_rows, n_cols, squeeze=False).ravel()
     for ax, panel in zip(axes, panels, strict=False):
         _draw_panel(ax, panel, drawn[panel], colours, xlabels[panel])
@@ -357,9 +381,7 @@ def _figure(
         )
         for label, members in groups.items()
     ]
-    fig.legend(
-        handles=handles, loc="outside lower center", ncols=min(3, len(handles)), frameon=False
-    )
+    fig.legend(handles=handles, loc="outside lower center", ncols=legend_cols, frameon=False)
     return fig
 
 

@@ -459,7 +459,8 @@ def report(
         writer.writerows(run_rows)
     if plot:
         plotted = [r.path for row in cells if row.cell.plot or folders for r in row.runs]
-        written.append(plot_runs(list(dict.fromkeys(plotted)), out=target / "curves.png"))
+        curves = target / "curves.png"
+        written.append(plot_runs(list(dict.fromkeys(plotted)), out=curves, x=exp.x))
         chains = recipe_chains(exp.chain, root / "results") if exp.chain and not folders else {}
         if chains:
             title = f"{exp.key}: each recipe seed's stages end to end"
