@@ -65,6 +65,8 @@ class Experiment:
             (``algo: recipe``): each seed's stages are drawn end to end against wall time
             (:func:`zoo.report.plot_chain`).
         goal: a return line drawn on the chain's figure.
+        x: the curves' x axis: ``"steps"`` (env steps) or ``"time"`` (wall time), for runs
+            whose steps stop while they train (behaviour cloning on collected data).
     """
 
     key: str
@@ -77,6 +79,7 @@ class Experiment:
     final_from_eval: bool = False
     chain: str = ""
     goal: float | None = None
+    x: str = "steps"
 
     @property
     def percent(self) -> bool:
@@ -143,8 +146,22 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         (
             _c("PI (BC), cpu budget, 20 epochs", "ant_bc/ant_pi_bc", "2034 ± 948"),
             _c("larger PI (BC), cpu budget, 20 epochs", "ant_bc/ant_pi_bc_large", "2579 ± 457"),
+            # The ablation (issue 48): `attn-zoo train ant_pi_bc_ablation --budget cpu --set
+            # teacher=ANT_MLP factor=F`, one factor of ant_pi_bc's cpu budget changed per cell.
+            _c("ablation: base (ant_pi_bc's cpu budget)", "ant_bc/ablation/base", "2034 ± 948"),
+            _c("ablation: half the teacher data (500 rollouts)", "ant_bc/ablation/data_half"),
+            _c("ablation: BPTT through the whole 500 steps", "ant_bc/ablation/window_500"),
+            _c("ablation: no previous-action noise", "ant_bc/ablation/no_prev_action_noise"),
+            _c("ablation: 60 epochs", "ant_bc/ablation/epochs_60"),
+            _c("ablation: large student (M = 128, two FC 128)", "ant_bc/ablation/large"),
+            _c("ablation: noise 0.1 on the teacher's actions", "ant_bc/ablation/teacher_act*"),
+            _c("ablation: DAgger instead of cloning", "ant_bc/ablation/dagger"),
+            _c("ablation: the authors' released script's settings", "ant_bc/ablation/script"),
+            # The contrast: `attn-zoo train ant_fnn_bc --budget cpu --set teacher=ANT_MLP`.
+            _c("contrast: the teacher's FNN cloned the same way", "ant_bc/ant_fnn_bc"),
         ),
         "docs/experiments/e4_ant.md",
+        x="time",
     ),
     Experiment(
         "E5",
