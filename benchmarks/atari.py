@@ -1,7 +1,7 @@
 """E8's A2C on Pong, steps per second before and after the CPU speed-ups (issue 49, item 3).
 
 Each cell is a real ``attn-zoo train atari_nonlocal`` run in a subprocess (one torch thread,
-16 envs in subprocesses, the cpu budget's settings) with periodic evaluation off; its speed
+the cpu budget's 8 envs in the run's own process) with periodic evaluation off; its speed
 is env steps over the training wall time the run writes to ``status.json``. The settings are
 measured in turns (before, after, ... ``--repeats`` times) in one invocation on one machine,
 and each setting's median is reported:
@@ -80,7 +80,7 @@ def main() -> int:
         for v, cells in runs.items()
     }
     result = {
-        "what": "E8 A2C Pong (atari_nonlocal, cpu budget, 16 envs, 1 torch thread), steps/s",
+        "what": "E8 A2C Pong (atari_nonlocal, cpu budget: 8 envs, one process, 1 torch thread)",
         "cpu_count": os.cpu_count(),
         "steps_per_run": args.steps,
         "medians": medians,

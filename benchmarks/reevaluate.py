@@ -8,7 +8,11 @@ recorded one. A refactor that changed what an agent does shows up as a mismatch.
 Usage::
 
     python benchmarks/reevaluate.py [--only 'cartpole_pi/*' ...] [--max-episodes 1000]
-        [--out benchmarks/results/reevaluate.json]
+        [--jobs 2] [--resume LOG ...] [--out benchmarks/results/reevaluate.json]
+
+It prints one JSON row per folder as it goes; ``--resume LOG`` takes the rows an earlier,
+interrupted invocation printed into LOG and checks only the folders they lack. ``--jobs N``
+checks N folders at a time, each in its own process with one torch thread.
 
 Folders whose recorded test is longer than ``--max-episodes`` episodes, or that hold no
 model (run folders committed without weights, imported agents), are listed as skipped.
@@ -27,7 +31,9 @@ import argparse
 import fnmatch
 import json
 import math
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import torch
@@ -100,18 +106,43 @@ def check(folder: Path, max_episodes: int) -> dict:
     return row
 
 
+def _check_one_thread(folder: Path, max_episodes: int) -> dict:
+    torch.set_num_threads(1)  # a run's default (zoo.runs), and the kernel replays'
+    return check(folder, max_episodes)
+
+
+def printed_rows(logs: list[str]) -> dict[str, dict]:
+    """The rows an earlier invocation printed (one JSON object per line), by folder."""
+    rows: dict[str, dict] = {}
+    for log in logs:
+        for line in Path(log).read_text().splitlines():
+            if line.startswith('{"folder"'):
+                row = json.loads(line)
+                rows[row["folder"]] = row
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=[])
     parser.add_argument("--max-episodes", type=int, default=1000)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--resume", nargs="*", default=[], metavar="LOG")
     parser.add_argument("--out", default="benchmarks/results/reevaluate.json")
     args = parser.parse_args()
-    torch.set_num_threads(1)  # a run's default (zoo.runs), and the kernel replays'
-    rows = []
-    for folder in recorded_folders(args.only):
-        row = check(folder, args.max_episodes)
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+    folders = recorded_folders(args.only)
+    earlier = printed_rows(args.resume)
+    rows = [earlier[str(f)] for f in folders if str(f) in earlier]
+    todo = [f for f in folders if str(f) not in earlier]
+    # spawn: a forked child would inherit the parent's torch thread pool
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max(1, args.jobs), mp_context=context) as pool:
+        futures = [pool.submit(_check_one_thread, f, args.max_episodes) for f in todo]
+        for future in as_completed(futures):
+            row = future.result()
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    rows.sort(key=lambda r: r["folder"])
     checked = [r for r in rows if "same" in r]
     summary = {
         "checked": len(checked),

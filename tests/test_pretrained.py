@@ -528,7 +528,43 @@ def test_committed_run_without_weights_says_how_to_get_them(tmp_path, capsys):
     (out / "model.pt").unlink()
     assert main(["evaluate", str(out), "--episodes", "1"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "re-import it with `attn-zoo import`" in err
+    assert len(err.splitlines()) == 1 and f"`attn-zoo import SOURCE --restore {out}`" in err
+
+
+def test_restore_writes_back_the_same_weights_and_nothing_else(tmp_path, capsys):
+    source = _cartpole_folder(tmp_path)
+    out = tmp_path / "run"
+    import_checkpoint(source, out=out)
+    imported = torch.load(out / "model.pt", weights_only=True)
+    (out / "model.pt").unlink()
+    before = {f.name: f.read_bytes() for f in out.iterdir()}
+    assert main(["import", str(source), "--restore", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out / "model.pt")
+    restored = torch.load(out / "model.pt", weights_only=True)
+    assert restored.keys() == imported.keys()
+    assert all(torch.equal(restored[k], imported[k]) for k in imported)
+    assert {f.name: f.read_bytes() for f in out.iterdir() if f.name != "model.pt"} == before
+    assert main(["evaluate", str(out), "--episodes", "1"]) == 0
+
+
+def test_restore_refuses_other_files_or_a_folder_with_weights(tmp_path, capsys):
+    source = _cartpole_folder(tmp_path)
+    out = tmp_path / "run"
+    import_checkpoint(source, out=out)
+    assert main(["import", str(source), "--restore", str(out)]) == 2
+    assert "already holds model.pt" in capsys.readouterr().err
+    (out / "model.pt").unlink()
+    other = write_folder(
+        tmp_path / "other", "cartpole_pi", reference("cartpole_pi", np.random.default_rng(1)).flat()
+    )
+    assert main(["import", str(other), "--restore", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not the ones" in err and "sha256" in err
+    assert not (out / "model.pt").exists()
+    assert main(["import", str(source), "--restore", str(tmp_path / "src")]) == 2
+    assert "has no provenance.json" in capsys.readouterr().err
+    assert main(["import", str(source), "--restore", str(out), "--out", str(out)]) == 2
+    assert not (out / "model.pt").exists()
 
 
 def test_cli_bad_input_exit_2_one_line(tmp_path, capsys):

@@ -409,8 +409,13 @@ def cmd_maps(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """``attn-zoo import``: a published seed 001 agent as a run folder."""
-    from zoo.pretrained import import_checkpoint
+    from zoo.pretrained import import_checkpoint, restore_weights
 
+    if args.restore is not None:
+        if args.out is not None:
+            raise ConfigError("--restore writes into its FOLDER: --out does not apply")
+        print(restore_weights(args.path, args.restore))
+        return 0
     run = import_checkpoint(args.path, out=args.out, root=args.root)
     print(run.path)
     return 0

@@ -176,6 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="the authors' folder, e.g. AttentionNeuron/pretrained/cartpole_pi")
     p.add_argument("--out", help="run folder to write (default runs/<experiment>/imported-<time>)")
     p.add_argument("--root", default="runs", help="where the default run folder goes")
+    p.add_argument(
+        "--restore",
+        metavar="FOLDER",
+        help="write model.pt back into FOLDER, an import committed without the authors' weights",
+    )
     p.set_defaults(func=cli_commands.cmd_import)
     for p in sub.choices.values():
         p.add_argument(

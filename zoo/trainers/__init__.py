@@ -83,7 +83,7 @@ def state_dict_file(path: str | Path, which: str) -> Path:
     hint = ""
     if (Path(path) / "provenance.json").exists():  # an imported agent committed without weights
         hint = (
-            "; an imported agent's weights are not stored with it: re-import it with"
-            " `attn-zoo import` (source in provenance.json)"
+            "; an imported agent is committed without the authors' weights: restore them with"
+            f" `attn-zoo import SOURCE --restore {path}` (SOURCE in provenance.json)"
         )
     raise FileNotFoundError(f"{path} holds no trained model (model.pt or best_model.pt){hint}")
