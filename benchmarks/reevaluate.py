@@ -14,6 +14,10 @@ It prints one JSON row per folder as it goes; ``--resume LOG`` takes the rows an
 interrupted invocation printed into LOG and checks only the folders they lack. ``--jobs N``
 checks N folders at a time, each in its own process with one torch thread.
 
+``--base CHECKOUT`` (a ``git worktree`` of the revision before a change) replays every folder
+that differs from its record once more with that revision's code, on this machine: equal
+figures mean the change kept the behaviour, and the gap to the record is the machine's.
+
 Folders whose recorded test is longer than ``--max-episodes`` episodes, or that hold no
 model (run folders committed without weights, imported agents), are listed as skipped.
 
@@ -32,6 +36,9 @@ import fnmatch
 import json
 import math
 import multiprocessing
+import os
+import subprocess
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -41,6 +48,15 @@ import torch
 import zoo
 from zoo.evaluation import float_environment
 from zoo.float_kernels import KERNELS, kernel_spread
+
+# what a checkout of another revision runs in a child: the means of one folder's test
+_BASE_REPLAY = """
+import json, sys, torch
+torch.set_num_threads(1)
+import zoo
+result = zoo.evaluate(sys.argv[1], n_episodes=int(sys.argv[2]), seed=int(sys.argv[3]))
+print(json.dumps({mode: r["mean_reward"] for mode, r in result["policies"].items()}))
+"""
 
 RESULTS = Path("results")
 
@@ -106,9 +122,32 @@ def check(folder: Path, max_episodes: int) -> dict:
     return row
 
 
-def _check_one_thread(folder: Path, max_episodes: int) -> dict:
+def base_replay(row: dict, checkout: Path) -> dict:
+    """``row`` with ``base``: its test replayed by ``checkout``'s code in a child interpreter
+    (native kernels, one thread), and whether that equals today's replay to the last bit."""
+    folder = Path(row["folder"]).resolve()
+    recorded = json.loads((folder / "eval.json").read_text())
+    n, seed = recorded["n_episodes"], recorded.get("test_seed")
+    kernel_variables = {name for variables in KERNELS.values() for name in variables}
+    env = {k: v for k, v in os.environ.items() if k not in kernel_variables}
+    env.update(PYTHONPATH=str(checkout.resolve()), OMP_NUM_THREADS="1")
+    command = [sys.executable, "-c", _BASE_REPLAY, str(folder), str(n), str(seed)]
+    # cwd: the checkout, so that its packages, not this tree's, are the ones imported
+    done = subprocess.run(command, env=env, cwd=checkout, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {**row, "base": {"error": done.stderr.strip()[-300:]}}
+    revision = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True
+    ).stdout.strip()
+    means = json.loads(done.stdout.strip().splitlines()[-1])
+    now = {name: p["now"] for name, p in row["policies"].items()}
+    return {**row, "base": {"revision": revision, "means": means, "same_as_now": means == now}}
+
+
+def _check_one_thread(folder: Path, max_episodes: int, base: Path | None) -> dict:
     torch.set_num_threads(1)  # a run's default (zoo.runs), and the kernel replays'
-    return check(folder, max_episodes)
+    row = check(folder, max_episodes)
+    return base_replay(row, base) if base is not None and row.get("same") is False else row
 
 
 def printed_rows(logs: list[str]) -> dict[str, dict]:
@@ -128,16 +167,22 @@ def main() -> int:
     parser.add_argument("--max-episodes", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--resume", nargs="*", default=[], metavar="LOG")
+    parser.add_argument("--base", type=Path, metavar="CHECKOUT")
     parser.add_argument("--out", default="benchmarks/results/reevaluate.json")
     args = parser.parse_args()
     folders = recorded_folders(args.only)
     earlier = printed_rows(args.resume)
     rows = [earlier[str(f)] for f in folders if str(f) in earlier]
+    if args.base is not None:  # resumed rows that differ and were not replayed by the base yet
+        rows = [
+            base_replay(r, args.base) if r.get("same") is False and "base" not in r else r
+            for r in rows
+        ]
     todo = [f for f in folders if str(f) not in earlier]
     # spawn: a forked child would inherit the parent's torch thread pool
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max(1, args.jobs), mp_context=context) as pool:
-        futures = [pool.submit(_check_one_thread, f, args.max_episodes) for f in todo]
+        futures = [pool.submit(_check_one_thread, f, args.max_episodes, args.base) for f in todo]
         for future in as_completed(futures):
             row = future.result()
             rows.append(row)
@@ -155,6 +200,12 @@ def main() -> int:
         ],
         "skipped": len(rows) - len(checked),
     }
+    if args.base is not None:
+        replayed = [r for r in checked if "base" in r]
+        summary["base_replayed"] = len(replayed)
+        summary["changed_since_base"] = [
+            r["folder"] for r in replayed if not r["base"].get("same_as_now")
+        ]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"summary": summary, "runs": rows}, indent=1) + "\n")
