@@ -48,7 +48,7 @@ import torch
 
 import zoo
 from zoo.evaluation import float_environment
-from zoo.float_kernels import KERNELS, kernel_spread
+from zoo.float_kernels import KERNEL_VARIABLES, KERNELS, kernel_spread
 
 # what a checkout of another revision runs in a child: the means of one folder's test
 _BASE_REPLAY = """
@@ -141,8 +141,7 @@ def base_replay(row: dict, checkout: Path) -> dict:
     n, seed = recorded.get("n_episodes"), recorded.get("test_seed")
     if n is None:  # a classifier's test set: replayed only by today's code
         return row
-    kernel_variables = {name for variables in KERNELS.values() for name in variables}
-    env = {k: v for k, v in os.environ.items() if k not in kernel_variables}
+    env = {k: v for k, v in os.environ.items() if k not in KERNEL_VARIABLES}
     env.update(PYTHONPATH=str(checkout.resolve()), OMP_NUM_THREADS="1")
     command = [sys.executable, "-c", _BASE_REPLAY, str(folder), str(n), str(seed)]
     # cwd: the checkout, so that its packages, not this tree's, are the ones imported

@@ -35,7 +35,8 @@ KERNELS: dict[str, dict[str, str]] = {
     "avx": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "AVX"},
     "compatible": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"},
 }
-_KERNEL_VARIABLES = {name for variables in KERNELS.values() for name in variables}
+#: Every variable some kernel set of :data:`KERNELS` sets (cleared before a replay sets its own).
+KERNEL_VARIABLES = {name for variables in KERNELS.values() for name in variables}
 
 
 def replay_means(
@@ -43,7 +44,7 @@ def replay_means(
 ) -> dict[str, float]:
     """Each policy mode's mean return on ``folder``'s test, replayed in a child interpreter
     whose environment sets ``kernels`` and ``threads`` torch threads."""
-    env = {k: v for k, v in os.environ.items() if k not in _KERNEL_VARIABLES}
+    env = {k: v for k, v in os.environ.items() if k not in KERNEL_VARIABLES}
     env.update(kernels, OMP_NUM_THREADS=str(threads))
     command = [sys.executable, "-m", "zoo.float_kernels", str(folder)]
     command += ["--episodes", str(n_episodes), "--seed", str(seed), "--threads", str(threads)]
