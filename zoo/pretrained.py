@@ -70,7 +70,7 @@ import torch
 
 from attn_policies._es_support import FlatParameters
 from attn_policies.atomic import atomic_path, atomic_write
-from zoo.config import ConfigError, load_runs
+from zoo.config import ConfigError, RunConfig, load_runs
 from zoo.pretrained_files import Checkpoint, read_checkpoint
 from zoo.pretrained_recipes import Converter, recipe_of
 
@@ -121,7 +121,7 @@ def import_checkpoint(
         "solution_args": ckpt.solution_args,
         "task": ckpt.task,
         "task_args": ckpt.task_args,
-        "n_parameters": sum(p.numel() for p in policy.parameters()),
+        "n_parameters": ckpt.n_params,  # the policy's count: _converted_policy checked it
         "authors_logs": ckpt.logs,
         "imported": datetime.now().isoformat(timespec="seconds"),
     }
@@ -134,7 +134,7 @@ def import_checkpoint(
     return handle
 
 
-def _converted_policy(ckpt: Checkpoint, config: Any, convert: Converter) -> torch.nn.Module:
+def _converted_policy(ckpt: Checkpoint, config: RunConfig, convert: Converter) -> torch.nn.Module:
     """The policy ``config`` builds, holding the checkpoint's vector."""
     from zoo.trainers.es_rollout import policy_factory
 
