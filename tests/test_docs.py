@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from zoo.experiments import EXPERIMENTS
-from zoo.report import collect, summary_table
+from zoo.report import collect, probe_table, summary_table
 from zoo.trainers import MODULES
 from zoo.trainers.keys import config_models, keys_page
 
@@ -22,10 +22,11 @@ SNIPPET = re.compile(r'^--8<-- "([^"]+)"$', re.M)
 DECIMAL = re.compile(r"-?\d+\.\d+%?")
 
 
-def _block(page: Path) -> str:
+def _block(page: Path, name: str = "report") -> str:
     text = page.read_text()
-    match = re.search(r"^<!-- report: [^\n]*-->\n(.*?)^<!-- /report -->$", text, re.S | re.M)
-    assert match, f"{page}: no '<!-- report: ... -->' ... '<!-- /report -->' block"
+    pattern = rf"^<!-- {name}: [^\n]*-->\n(.*?)^<!-- /{name} -->$"
+    match = re.search(pattern, text, re.S | re.M)
+    assert match, f"{page}: no '<!-- {name}: ... -->' ... '<!-- /{name} -->' block"
     return match.group(1).rstrip("\n")
 
 
@@ -65,6 +66,13 @@ def test_page_table_is_what_report_prints(experiment) -> None:
     page = ROOT / experiment.page
     expected = summary_table(collect(experiment, ROOT / "results"), experiment)
     assert _block(page) == expected, f"run `attn-zoo report {experiment.key}` to refresh {page}"
+
+
+@pytest.mark.parametrize("experiment", [e for e in EXPERIMENTS if e.probes], ids=lambda e: e.key)
+def test_page_probe_table_is_what_report_prints(experiment) -> None:
+    page = ROOT / experiment.page
+    expected = probe_table(experiment, ROOT / "results")
+    assert _block(page, "probes") == expected, f"run `attn-zoo report {experiment.key}`"
 
 
 @pytest.mark.parametrize("index", ["README.md", "docs/experiments/index.md"])

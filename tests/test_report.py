@@ -186,3 +186,52 @@ def test_report_replaces_symlinked_outputs_instead_of_writing_through(tmp_path: 
     for name, victim in victims.items():
         assert victim.read_text() == "precious", name
         assert not (out / name).is_symlink() and (out / name).stat().st_size > 0, name
+
+
+def test_probe_table_goes_to_probes_md_and_the_page_block(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path
+    _grid(root)
+    probe = _run(root / "results" / "atariari" / "probes" / "p", 0, -20.0, [-21.0] * 10)
+    with (probe / "metrics.csv").open("a") as fh:
+        fh.write("1000,9.0,train/entropy_loss,-1.5\n1000,9.0,train/approx_kl,0.02\n")
+        fh.write("1000,9.0,train/clip_fraction,0.2\n")
+    page = root / "docs" / "experiments" / "e7_atariari.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(PAGE + "<!-- probes: attn-zoo report E7 -->\nold\n<!-- /probes -->\n")
+    exp = find_experiment("E7")
+    small = type(exp)(
+        exp.key,
+        exp.name,
+        exp.folder,
+        exp.score,
+        exp.cells[:2],
+        exp.page,
+        probes=(("a probe", "atariari/probes/p"),),
+    )
+    monkeypatch.setattr("zoo.experiments.EXPERIMENTS", (small,))
+    result = report("E7", root=root, plot=False)
+    probes_md = root / "results" / "atariari" / "report" / "probes.md"
+    assert probes_md in result.written and page in result.written
+    row = (
+        "| a probe (`p`) | 1,000 | -21.0 | -21.0 | n/a / n/a / n/a | 0.0200, 0.200 "
+        "| 0.0200, 0.200 | -20.0 ± 1.5 |"
+    )
+    assert row in probes_md.read_text() and row in page.read_text()
+    assert "old\n" not in page.read_text() and "old table" not in page.read_text()
+
+    # a probe folder that is gone stops the report before anything is written
+    missing = type(exp)(
+        exp.key,
+        exp.name,
+        exp.folder,
+        exp.score,
+        exp.cells[:2],
+        exp.page,
+        probes=(("gone", "atariari/probes/gone"),),
+    )
+    monkeypatch.setattr("zoo.experiments.EXPERIMENTS", (missing,))
+    probes_md.unlink()
+    before = page.read_text()
+    with pytest.raises((ConfigError, FileNotFoundError)):
+        report("E7", root=root, plot=False)
+    assert page.read_text() == before and not probes_md.exists()

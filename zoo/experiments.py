@@ -67,6 +67,9 @@ class Experiment:
         goal: a return line drawn on the chain's figure.
         x: the curves' x axis: ``"steps"`` (env steps) or ``"time"`` (wall time), for runs
             whose steps stop while they train (behaviour cloning on collected data).
+        probes: labelled run folders (``(label, path under the results folder)``) of PPO
+            probes, tabulated by their early policy steps (:func:`zoo.dynamics.dynamics_table`)
+            into ``probes.md`` and the page's ``<!-- probes: ... -->`` block.
     """
 
     key: str
@@ -80,6 +83,7 @@ class Experiment:
     chain: str = ""
     goal: float | None = None
     x: str = "steps"
+    probes: tuple[tuple[str, str], ...] = ()
 
     @property
     def percent(self) -> bool:
@@ -227,6 +231,33 @@ EXPERIMENTS: tuple[Experiment, ...] = (
             )
         ),
         "docs/experiments/e7_atariari.md",
+        probes=(
+            ("FC baseline, 1M steps", "atariari/probes/fc_1M"),
+            (
+                "g-AWRL as configured (table 7.2 heads on 8 x 128 tokens, ReLU), 1M steps",
+                "atariari/probes/g_awrl_1M",
+            ),
+            (
+                "g-AWRL, batch-norm with batch statistics when acting too",
+                "atariari/probes/g_awrl_batch_stats",
+            ),
+            (
+                "g-AWRL, no activation after the batch-norms (the text names none)",
+                "atariari/probes/g_awrl_identity",
+            ),
+            (
+                "g-AWRL, a final FC of 32 units before the heads (the text's final FC)",
+                "atariari/probes/g_awrl_fc32",
+            ),
+            (
+                "g-AWRL, PyTorch's default init instead of SB3's orthogonal one",
+                "atariari/probes/g_awrl_no_ortho",
+            ),
+            (
+                "g-AWRL, learning rate 2.5e-5 (a tenth of the thesis's), 2M steps",
+                "atariari/probes/g_awrl_lr2.5e-5",
+            ),
+        ),
     ),
     Experiment(
         "E8",

@@ -37,6 +37,7 @@ import numpy as np
 
 from attn_policies.atomic import atomic_path, atomic_write
 from zoo.config_checks import ConfigError
+from zoo.dynamics import dynamics_table
 from zoo.experiments import Cell, Experiment, find_experiment
 from zoo.metrics import read_metrics, series
 from zoo.results import final_return, replace_block
@@ -48,6 +49,7 @@ __all__ = [
     "chain_rows",
     "collect",
     "plot_chain",
+    "probe_table",
     "read_score",
     "recipe_chains",
     "report",
@@ -57,6 +59,8 @@ __all__ = [
 
 MARKER = "report"
 """Name of the page block the table goes into: ``<!-- report: ... -->`` ... ``<!-- /report -->``."""
+PROBES_MARKER = "probes"
+"""Name of the page block of an experiment's probe table (:attr:`Experiment.probes`)."""
 
 
 @dataclass(frozen=True)
@@ -395,6 +399,13 @@ def recipe_chains(pattern: str, results: str | Path) -> dict[str, list[Path]]:
     return chains
 
 
+def probe_table(experiment: Experiment, results: str | Path = "results") -> str:
+    """The experiment's probes (:attr:`~zoo.experiments.Experiment.probes`) as
+    :func:`zoo.dynamics.dynamics_table` renders them, each labelled with its folder's name."""
+    runs = {f"{label} (`{Path(p).name}`)": Path(results) / p for label, p in experiment.probes}
+    return dynamics_table(runs)
+
+
 def report(
     name: str,
     folders: Sequence[str | Path] = (),
@@ -415,6 +426,9 @@ def report(
         out: the output folder; default ``root/results/<folder>/report`` for the default
             cells, else ``report`` inside the first folder given.
         plot: draw the curves (off for a quick table).
+
+    An experiment with :attr:`~zoo.experiments.Experiment.probes` also gets ``probes.md``
+    and the page's probe block (:func:`zoo.dynamics.dynamics_table`).
 
     Only the default cells refresh the documentation page (when ``root`` has it; first, so
     a page without its markers stops the report before it writes anything): a table of
@@ -439,9 +453,13 @@ def report(
     if plot:
         find_run_dirs(runs)  # a run without config.yml fails here, before anything is written
     page = root / exp.page
+    # a missing or foreign probe fails here, before anything is written
+    probes = probe_table(exp, root / "results") if exp.probes and not folders else ""
     refreshed = False
     if not folders and exp.page and page.is_file():
         refreshed = replace_block(page, MARKER, table)
+        if probes:
+            refreshed = replace_block(page, PROBES_MARKER, probes) or refreshed
     target.mkdir(parents=True, exist_ok=True)
     run_rows = _run_rows(cells)
     per_run = [
@@ -465,6 +483,9 @@ def report(
         if chains:
             title = f"{exp.key}: each recipe seed's stages end to end"
             written.append(plot_chain(chains, target / "chain.png", exp.goal, title))
+    if probes:
+        written.append(target / "probes.md")
+        atomic_write(written[-1], f"# {exp.key} probes: early policy steps\n\n{probes}\n")
     if refreshed:
         written.append(page)
     return Report(exp, cells, table, tuple(written))
