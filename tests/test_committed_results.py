@@ -24,8 +24,6 @@ WITHOUT_WEIGHTS = {
     "atariari/Pong-4L-acnn/0-20261124-051316",
     "atariari/Pong-4L-acnn/1-20261124-193849",
     "atariari/Pong-4L-acnn/2-20261124-221341",
-    "atariari/Pong-4L-fc/1-20261123-035525",
-    "atariari/Pong-4L-fc/2-20261123-061426",
 }
 
 
