@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -199,14 +200,8 @@ def test_probe_table_goes_to_probes_md_and_the_page_block(tmp_path: Path, monkey
     page.parent.mkdir(parents=True)
     page.write_text(PAGE + "<!-- probes: attn-zoo report E7 -->\nold\n<!-- /probes -->\n")
     exp = find_experiment("E7")
-    small = type(exp)(
-        exp.key,
-        exp.name,
-        exp.folder,
-        exp.score,
-        exp.cells[:2],
-        exp.page,
-        probes=(("a probe", "atariari/probes/p"),),
+    small = dataclasses.replace(
+        exp, cells=exp.cells[:2], probes=(("a probe", "atariari/probes/p"),)
     )
     monkeypatch.setattr("zoo.experiments.EXPERIMENTS", (small,))
     result = report("E7", root=root, plot=False)
@@ -220,15 +215,7 @@ def test_probe_table_goes_to_probes_md_and_the_page_block(tmp_path: Path, monkey
     assert "old\n" not in page.read_text() and "old table" not in page.read_text()
 
     # a probe folder that is gone stops the report before anything is written
-    missing = type(exp)(
-        exp.key,
-        exp.name,
-        exp.folder,
-        exp.score,
-        exp.cells[:2],
-        exp.page,
-        probes=(("gone", "atariari/probes/gone"),),
-    )
+    missing = dataclasses.replace(small, probes=(("gone", "atariari/probes/gone"),))
     monkeypatch.setattr("zoo.experiments.EXPERIMENTS", (missing,))
     probes_md.unlink()
     before = page.read_text()
