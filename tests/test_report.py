@@ -222,3 +222,10 @@ def test_probe_table_goes_to_probes_md_and_the_page_block(tmp_path: Path, monkey
     with pytest.raises((ConfigError, FileNotFoundError)):
         report("E7", root=root, plot=False)
     assert page.read_text() == before and not probes_md.exists()
+
+    # a page with the table's markers but not the probes' keeps its old table
+    monkeypatch.setattr("zoo.experiments.EXPERIMENTS", (small,))
+    page.write_text(PAGE)
+    with pytest.raises(ConfigError, match="probes"):
+        report("E7", root=root, plot=False)
+    assert page.read_text() == PAGE and not probes_md.exists()

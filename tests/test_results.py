@@ -17,6 +17,7 @@ from zoo.results import (
     plot_band,
     read_run,
     replace_block,
+    replace_blocks,
     spread,
 )
 
@@ -228,3 +229,15 @@ def test_copy_half_stores_float16_weights_that_load_into_the_float32_module(
     (run / "status.json").write_text(json.dumps({"state": "interrupted"}))
     with pytest.raises(ValueError, match="not finished"):
         copy_half(run, tmp_path / "other")
+
+
+def test_replace_blocks_checks_every_pair_before_it_writes(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    text = "<!-- a: x -->\nold a\n<!-- /a -->\n<!-- b: y -->\nold b\n<!-- /b -->\n"
+    page.write_text(text)
+    with pytest.raises(ValueError, match="<!-- c:"):
+        replace_blocks(page, {"a": "new a", "c": "new c"})
+    assert page.read_text() == text  # the first block was not written either
+    assert replace_blocks(page, {"a": "new a", "b": "new b"})
+    assert page.read_text() == text.replace("old", "new")
+    assert not replace_blocks(page, {"b": "new b", "a": "new a"})

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.metrics import read_metrics, series
+from zoo.results import eval_policy
 
 __all__ = ["PpoDynamics", "dynamics_table", "ppo_dynamics"]
 
@@ -96,12 +97,12 @@ def ppo_dynamics(
     kl_steps, kl = series(table, "train/approx_kl")
     clip_steps, clip = series(table, "train/clip_fraction")
     entropy = tuple(_first(-neg_entropy[ent_steps >= step]) for step in at)
-    test = None
-    if (run / "eval.json").is_file():
-        policies = json.loads((run / "eval.json").read_text()).get("policies") or {}
-        if policies:
-            entry = next(iter(policies.values()))
-            test = (float(entry["mean_reward"]), float(entry["std_reward"]))
+    entry = (
+        eval_policy(json.loads((run / "eval.json").read_text()))
+        if (run / "eval.json").is_file()
+        else None
+    )
+    test = None if entry is None else (float(entry["mean_reward"]), float(entry["std_reward"]))
     return PpoDynamics(
         steps=last,
         first_return=_mean(returns[ep_steps <= window]),

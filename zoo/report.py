@@ -5,7 +5,7 @@ experiment's run folders (each run's ``eval.json``, ``status.json`` and ``metric
 writes ``summary.md`` (the table and one row per run), ``summary.csv`` (one row per run)
 and ``curves.png`` / ``curves.csv`` (:func:`zoo.plots.plot_runs`), and puts the table
 between the markers ``<!-- report: ... -->`` and ``<!-- /report -->`` of the experiment's
-documentation page (:func:`zoo.results.replace_block`), so the numbers in the docs are
+documentation page (:func:`zoo.results.replace_blocks`), so the numbers in the docs are
 generated, never typed.
 
 Example:
@@ -40,7 +40,7 @@ from zoo.config_checks import ConfigError
 from zoo.dynamics import dynamics_table
 from zoo.experiments import Cell, Experiment, find_experiment
 from zoo.metrics import read_metrics, series
-from zoo.results import final_return, replace_block
+from zoo.results import eval_policy, final_return, replace_blocks
 
 __all__ = [
     "CellResult",
@@ -129,11 +129,10 @@ def read_score(
         value = float(result["test_accuracy"])
         episodes = result.get("n_test")
     else:
-        policies = result.get("policies") or {}
-        name = policy or next(iter(policies), None)
-        if name not in policies:
-            raise ConfigError(f"{run}/eval.json has no policy {name!r} (has {sorted(policies)})")
-        entry = policies[name]
+        entry = eval_policy(result, policy)
+        if entry is None:
+            tested = sorted(result.get("policies") or {})
+            raise ConfigError(f"{run}/eval.json has no policy {policy!r} (has {tested})")
         key = "success_rate" if "success" in score else "mean_reward"
         value = float(entry[key])
         sd = None if key == "success_rate" else float(entry["std_reward"])
@@ -457,9 +456,8 @@ def report(
     probes = probe_table(exp, root / "results") if exp.probes and not folders else ""
     refreshed = False
     if not folders and exp.page and page.is_file():
-        refreshed = replace_block(page, MARKER, table)
-        if probes:
-            refreshed = replace_block(page, PROBES_MARKER, probes) or refreshed
+        blocks = {MARKER: table, PROBES_MARKER: probes} if probes else {MARKER: table}
+        refreshed = replace_blocks(page, blocks)  # every marker pair checked before a write
     target.mkdir(parents=True, exist_ok=True)
     run_rows = _run_rows(cells)
     per_run = [

@@ -31,7 +31,7 @@ import csv
 import json
 import shutil
 import statistics
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,12 +52,14 @@ __all__ = [
     "RunResult",
     "collect_runs",
     "copy_half",
+    "eval_policy",
     "final_return",
     "finished_runs",
     "mean_band",
     "plot_band",
     "read_run",
     "replace_block",
+    "replace_blocks",
     "spread",
 ]
 
@@ -270,6 +272,20 @@ def spread(values: Sequence[float], digits: int = 1) -> str:
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
+def eval_policy(result: Mapping[str, Any], policy: str | None = None) -> dict[str, Any] | None:
+    """The entry of ``policy`` (default: the first policy tested) in a loaded ``eval.json``,
+    or ``None`` when it has no such policy.
+
+    Example:
+        >>> eval_policy({"policies": {"best": {"mean_reward": 1.0}}})
+        {'mean_reward': 1.0}
+        >>> eval_policy({"policies": {"best": {}}}, "final") is None
+        True
+    """
+    policies = result.get("policies") or {}
+    return policies.get(policy or next(iter(policies), None))
+
+
 def replace_block(path: str | Path, name: str, text: str) -> bool:
     """Put ``text`` between the lines ``<!-- name: ... -->`` and ``<!-- /name -->`` of a
     Markdown file (an experiment page's table kept equal to ``attn-zoo report``'s); returns
@@ -285,14 +301,29 @@ def replace_block(path: str | Path, name: str, text: str) -> bool:
         >>> replace_block(readme, "t", "| new |"), readme.read_text().splitlines()
         (True, ['a', '<!-- t: make -->', '| new |', '<!-- /t -->', 'b'])
     """
+    return replace_blocks(path, {name: text})
+
+
+def replace_blocks(path: str | Path, blocks: Mapping[str, str]) -> bool:
+    """:func:`replace_block` for several blocks of one file: every pair of markers is
+    checked before the file is written, and it is written at most once.
+
+    Raises:
+        ConfigError: the file lacks one of the pairs, or has one more than once; the file is
+            then left as it was.
+    """
     path = Path(path)
     lines = path.read_text().splitlines(keepends=True)
-    opens = [i for i, line in enumerate(lines) if line.startswith(f"<!-- {name}:")]
-    closes = [i for i, line in enumerate(lines) if line.strip() == f"<!-- /{name} -->"]
-    if len(opens) != 1 or len(closes) != 1 or closes[0] < opens[0]:
-        raise ConfigError(f"{path}: needs one '<!-- {name}: ... -->' ... '<!-- /{name} -->' pair")
     old = "".join(lines)
-    new = "".join([*lines[: opens[0] + 1], text.rstrip("\n") + "\n", *lines[closes[0] :]])
+    for name, text in blocks.items():
+        opens = [i for i, line in enumerate(lines) if line.startswith(f"<!-- {name}:")]
+        closes = [i for i, line in enumerate(lines) if line.strip() == f"<!-- /{name} -->"]
+        if len(opens) != 1 or len(closes) != 1 or closes[0] < opens[0]:
+            raise ConfigError(
+                f"{path}: needs one '<!-- {name}: ... -->' ... '<!-- /{name} -->' pair"
+            )
+        lines = [*lines[: opens[0] + 1], text.rstrip("\n") + "\n", *lines[closes[0] :]]
+    new = "".join(lines)
     if new == old:
         return False
     atomic_write(path, new)
