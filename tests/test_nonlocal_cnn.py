@@ -18,7 +18,13 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attn_policies.attention import capture_attention
-from attn_policies.nonlocal_cnn import POSITIONS, NonLocalBlock, NonLocalNatureCNN
+from attn_policies.nonlocal_cnn import (
+    POSITIONS,
+    ROW_KERNEL_MAX_WIDTH,
+    NonLocalBlock,
+    NonLocalNatureCNN,
+    row_attention,
+)
 
 ATARI = spaces.Box(0, 255, (4, 84, 84), np.uint8)
 SMALL = spaces.Box(0, 255, (4, 36, 36), np.uint8)  # smallest the Nature CNN takes: 1x1 at conv3
@@ -136,6 +142,74 @@ def test_fast_path_equals_capture_path(form: str, channels: int) -> None:
         slow = block(x)
     torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
     assert torch.allclose(maps["self"].sum(-1), torch.ones(()))
+
+
+def test_row_attention_backward_is_the_softmax_gradient() -> None:
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 7, dtype=torch.double, requires_grad=True) for _ in range(3))
+    assert torch.autograd.gradcheck(row_attention, (q * 3, k * 3, v))
+    with torch.no_grad():  # large scores: the row maximum keeps exp finite
+        big = row_attention(q * 400, k * 400, v)
+    assert torch.isfinite(big).all()
+
+
+def test_row_attention_keeps_bf16_inputs_bf16() -> None:
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(4, 9) for _ in range(3))
+    half = row_attention(q.bfloat16(), k.bfloat16(), v.bfloat16())
+    assert half.dtype == torch.bfloat16
+    torch.testing.assert_close(half.float(), row_attention(q, k, v), rtol=0.02, atol=0.02)
+
+
+@pytest.mark.parametrize("width", [7, ROW_KERNEL_MAX_WIDTH + 1])
+def test_row_form_gradients_equal_the_capture_path(width: int) -> None:
+    """Short rows take row_attention, wider ones SDPA; both train like explicit weights."""
+    torch.manual_seed(width)
+    block = set_beta_(NonLocalBlock(8, form="row", fast_rows=True))
+    x = torch.randn(3, 8, 5, width) * 2
+    grads = []
+    for capture in (False, True):
+        block.zero_grad()
+        inp = x.clone().requires_grad_()
+        if capture:
+            with capture_attention(block):
+                block(inp).square().sum().backward()
+        else:
+            block(inp).square().sum().backward()
+        grads.append([inp.grad, *(p.grad for p in block.parameters())])
+    for fast, slow in zip(*grads, strict=True):
+        torch.testing.assert_close(fast, slow, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("fast", "width", "sdpa"),
+    [(True, 7, 0), (True, ROW_KERNEL_MAX_WIDTH, 0), (True, 17, 1), (False, 7, 1)],
+)
+def test_fast_rows_take_sdpa_only_for_wide_rows(
+    fast: bool, width: int, sdpa: int, monkeypatch
+) -> None:
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def counting(*args: Any, **kwargs: Any) -> Tensor:
+        calls.append(args[0].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counting)
+    block = set_beta_(NonLocalBlock(4, form="row", fast_rows=fast))
+    block(torch.randn(2, 4, 3, width))
+    assert len(calls) == sdpa
+    assert ("fast_rows=True" in repr(block)) == fast
+
+
+def test_extractor_with_fast_rows_is_the_same_function() -> None:
+    torch.manual_seed(0)
+    plain = set_beta_(NonLocalNatureCNN(ATARI, positions=("conv3", "fc")))
+    fast = NonLocalNatureCNN(ATARI, positions=("conv3", "fc"), fast_rows=True)
+    fast.load_state_dict(plain.state_dict())
+    obs = torch.randint(0, 256, (3, *ATARI.shape)).float()
+    torch.testing.assert_close(fast(obs), plain(obs), rtol=1e-5, atol=1e-5)
+    assert all(m.fast_rows for m in fast.modules() if isinstance(m, NonLocalBlock))
 
 
 @pytest.mark.parametrize("form", ["row", "full"])
