@@ -133,6 +133,17 @@ def test_e8_reports_the_final_10k_steps_return() -> None:
         assert run.body["env_wrapper"] == ["AtariCropWrapper"]
 
 
+def test_e8_cpu_budget_keeps_its_recorded_kernels_and_full_runs_the_fast_ones() -> None:
+    """The committed 2M runs replay to the last bit only on the kernels they trained with."""
+    for budget, fast in (("cpu", False), ("full", True)):
+        runs = zoo.load_runs("atari_nonlocal", budget=budget, overrides={"game": "Pong"})
+        for run in runs:
+            kwargs = run.body["policy_kwargs"]["features_extractor_kwargs"]
+            assert (kwargs["channels_last"], kwargs["fast_rows"]) == (fast, fast), run.tag
+            assert run.body["vec_env"] == "dummy"
+    assert {r.body["n_envs"] for r in zoo.load_runs("atari_nonlocal", budget="full")} == {16}
+
+
 def test_seed_template_follows_the_seed_of_each_cell(tmp_path: Path) -> None:
     import yaml
 
