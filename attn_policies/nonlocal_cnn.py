@@ -92,7 +92,7 @@ class _RowAttention(torch.autograd.Function):
         p = p.div_(p.sum(-1, keepdim=True))
         y = (p @ v.unsqueeze(-1)).squeeze(-1)
         ctx.save_for_backward(q, k, v, p, y)
-        ctx.dtype = dtype
+        ctx.dtype = dtype  # type: ignore[attr-defined]
         return y.to(dtype)
 
     @staticmethod
