@@ -6,7 +6,7 @@ is env steps over the training wall time the run writes to ``status.json``. The 
 measured in turns (before, after, ... ``--repeats`` times) in one invocation on one machine,
 and each setting's median is reported:
 
-- ``before``: the Nature CNN extractor as the configs ship it (fp32, NCHW);
+- ``before``: the cpu budget's network as it ships (fp32, NCHW, the block on SDPA);
 - ``channels_last``: the same fp32 network with NHWC weights and activations
   (``features_extractor_kwargs.channels_last: true``), the same arithmetic;
 - ``fast_rows``: channels-last and the non-local block's rows on
@@ -46,13 +46,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 KWARGS = "policy_kwargs.features_extractor_kwargs"
+FAST = [f"{KWARGS}.channels_last=true", f"{KWARGS}.fast_rows=true"]
 SETTINGS: dict[str, list[str]] = {
     "before": [],
-    "channels_last": [f"{KWARGS}.channels_last=true"],
-    "fast_rows": [f"{KWARGS}.channels_last=true", f"{KWARGS}.fast_rows=true"],
-    "bf16": [f"{KWARGS}.channels_last=true", f"{KWARGS}.fast_rows=true", f"{KWARGS}.bf16=true"],
+    "channels_last": FAST[:1],
+    "fast_rows": FAST,
+    "bf16": [*FAST, f"{KWARGS}.bf16=true"],
     "16_envs": ["n_envs=16"],
-    "16_envs_fast_rows": ["n_envs=16", f"{KWARGS}.channels_last=true", f"{KWARGS}.fast_rows=true"],
+    "16_envs_fast_rows": ["n_envs=16", *FAST],
 }
 VARIANTS = {"fc": "non-local block before FC (E8's default)", "cnn": "Nature CNN (no block)"}
 
