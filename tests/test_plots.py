@@ -309,3 +309,22 @@ def test_trained_doorkey_seeds(tmp_path_factory: pytest.TempPathFactory, tmp_pat
         lengths = np.array([float(r["l"]) for r in rows])
         curves.append(np.interp(got["x"], np.cumsum(lengths), smoothed(lengths)))
     np.testing.assert_allclose(got["mean"], np.mean(curves, axis=0))
+
+
+def test_labels_given_split_runs_the_config_cannot_tell_apart(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    runs = [
+        write_run(
+            tmp_path / folder / f"{seed}-t",
+            name="atari/Pong-fc",
+            monitors={0: (0.0, episodes(rng, 25))},
+        )
+        for folder in ("before", "after")
+        for seed in (0, 1)
+    ]
+    merged = read_csv(plot_runs(runs, out=tmp_path / "merged.png"))
+    assert {r["group"] for r in merged} == {"atari/Pong-fc"}
+    labels = {run: run.parent.name for run in runs[2:]}  # the first two keep their default
+    table = read_csv(plot_runs(runs, out=tmp_path / "ab.png", labels=labels))
+    n_runs = {r["group"]: int(r["n"]) for r in table if r["metric"] == "episode_return"}
+    assert n_runs == {"atari/Pong-fc": 2, "after": 2}

@@ -86,6 +86,21 @@ def test_report_writes_summary_csv_curves_and_refreshes_the_page(tmp_path: Path)
     assert (out / "curves.png").stat().st_size > 0 and (out / "curves.csv").is_file()
 
 
+def test_folders_given_are_the_figure_groups_as_in_the_table(tmp_path: Path) -> None:
+    # An A/B: the same cell (same config header) under two folders, one with a change.
+    root = tmp_path
+    _grid(root)
+    a = root / "results" / "atariari" / "Pong-L-g_awrl"
+    b = root / "results" / "atariari" / "ab" / "Pong-L-g_awrl"
+    _run(b / "0-20260102-000000", 0, -7.0, [-21.0] * 8 + [-9.0, -7.0])
+    result = report("E7", [a, b], root=root, out=root / "out")
+    cells = [row.cell.label for row in result.cells]
+    assert len(cells) == 2
+    with (root / "out" / "curves.csv").open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r["metric"] == "episode_return"]
+    assert {r["group"]: int(r["n"]) for r in rows} == {cells[0]: 2, cells[1]: 1}
+
+
 def test_default_cells_refresh_the_marked_page_table(tmp_path: Path, monkeypatch) -> None:
     root = tmp_path
     _grid(root)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -252,7 +252,12 @@ def _draw_empty(fig: Figure, message: str) -> None:
     ax.set_axis_off()
 
 
-def plot_runs(runs: Sequence[str | Path], out: str | Path | None = None, x: str = "steps") -> Path:
+def plot_runs(
+    runs: Sequence[str | Path],
+    out: str | Path | None = None,
+    x: str = "steps",
+    labels: Mapping[Path, str] | None = None,
+) -> Path:
     """Learning curves of run folders, grouped by experiment and matrix cell, as a PNG.
 
     Each group (the seeds of one cell) is drawn as its mean with a min-max band, a single
@@ -268,6 +273,10 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path | None = None, x: str 
         x: ``"steps"`` (the metrics' step: env steps) or ``"time"`` (their ``wall_time``:
             seconds since the run's start, summed over resumed parts). Metrics counted in
             iterations or epochs (classifier, BC) always use their step.
+        labels: a group label per run folder, for groups the config cannot tell apart (the
+            same cell in two folders, one with a change: an A/B); runs not in it get the
+            default label (experiment and cell, with the budget where one cell ran with
+            several).
 
     Returns:
         The PNG path.
@@ -284,9 +293,12 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path | None = None, x: str 
         raise ConfigError("plot_runs needs at least one run folder")
     folders = find_run_dirs(runs)
     data = [load_run(p, x) for p in folders]
-    labels = _group_labels(data)
+    given = {Path(k): v for k, v in (labels or {}).items()}
+    names = [
+        given.get(r.path, default) for r, default in zip(data, _group_labels(data), strict=True)
+    ]
     groups: dict[str, list[RunData]] = {}
-    for label, run in zip(labels, data, strict=True):
+    for label, run in zip(names, data, strict=True):
         groups.setdefault(label, []).append(run)
 
     rows: list[tuple[str, float, str, float, float, float, int]] = []

@@ -476,7 +476,10 @@ def report(
     if plot:
         plotted = [r.path for row in cells if row.cell.plot or folders for r in row.runs]
         curves = target / "curves.png"
-        written.append(plot_runs(list(dict.fromkeys(plotted)), out=curves, x=exp.x))
+        # folders given are cells the config may not tell apart (an A/B of one command):
+        # the figure groups them as the table does
+        labels = {r.path: row.cell.label for row in cells for r in row.runs} if folders else None
+        written.append(plot_runs(list(dict.fromkeys(plotted)), out=curves, x=exp.x, labels=labels))
         chains = recipe_chains(exp.chain, root / "results") if exp.chain and not folders else {}
         if chains:
             title = f"{exp.key}: each recipe seed's stages end to end"
