@@ -17,7 +17,11 @@ and each setting's median is reported:
   learning curves on the same seeds match fp32's;
 - ``16_envs``: ``before`` with the full budget's 16 envs (A2C batches of 80), still in one
   process;
-- ``16_envs_fast_rows``: ``fast_rows`` with 16 envs, the setting of the full budget's runs.
+- ``16_envs_fast_rows``: ``fast_rows`` with 16 envs;
+- ``graph``: ``fast_rows`` with ``algo: a2c_graph``
+  (:class:`attn_policies.algorithms.RolloutGraphA2C`: the update differentiates the acting
+  forward passes instead of running the network again; the same update up to rounding);
+- ``16_envs_graph``: ``graph`` with 16 envs.
 
 ``speedup_a2c_pong`` is ``16_envs_fast_rows`` over ``before`` for the paper's default
 variant (the non-local block before FC): the 10M-step runs' speed against the cpu budget as
@@ -54,6 +58,8 @@ SETTINGS: dict[str, list[str]] = {
     "bf16": [*FAST, f"{KWARGS}.bf16=true"],
     "16_envs": ["n_envs=16"],
     "16_envs_fast_rows": ["n_envs=16", *FAST],
+    "graph": [*FAST, "algo=a2c_graph"],
+    "16_envs_graph": ["n_envs=16", *FAST, "algo=a2c_graph"],
 }
 VARIANTS = {"fc": "non-local block before FC (E8's default)", "cnn": "Nature CNN (no block)"}
 

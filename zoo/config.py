@@ -14,8 +14,9 @@ level) plus four of ours:
     axes that expand one config into runs: a config key (``seed: [0, 1, 2]``), a template
     variable (``game: [Pong, Breakout]`` with ``env: ALE/{game}-v5``) or named variants.
 ``algo``
-    the trainer (:mod:`zoo.trainers`): ``ppo``, ``a2c``, ``dqn``, ``double_dqn``, ``qrdqn``,
-    ``recurrent_ppo``, ``classifier``, ``cmaes``, ``bc``, ``dagger``, ``apg``.
+    the trainer (:mod:`zoo.trainers`): ``ppo``, ``a2c``, ``a2c_graph`` (A2C reusing its acting
+    forward passes in the update), ``dqn``, ``double_dqn``, ``qrdqn``, ``recurrent_ppo``,
+    ``classifier``, ``cmaes``, ``bc``, ``dagger``, ``apg``.
 
 How budgets, ``--set`` overrides, the matrix and ``{game}`` / ``{seed}`` templates combine is
 written down, with checked examples, in :mod:`zoo.config_merge`; the checks every run passes

@@ -170,6 +170,7 @@ def check_env_ids(body: Mapping[str, Any], where: str) -> None:
 ALGOS: dict[str, str] = {
     "ppo": "stable_baselines3:PPO",
     "a2c": "stable_baselines3:A2C",
+    "a2c_graph": "attn_policies.algorithms:RolloutGraphA2C",
     "dqn": "stable_baselines3:DQN",
     "double_dqn": "attn_policies.algorithms:DoubleDQN",
     "qrdqn": "sb3_contrib:QRDQN",

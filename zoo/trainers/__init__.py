@@ -19,7 +19,7 @@ from pathlib import Path
 from zoo.config_checks import ConfigError, nearest
 from zoo.trainers.contract import EpisodeTrainer, Trainer, registered
 
-SB3_ALGOS = ("ppo", "a2c", "dqn", "double_dqn", "qrdqn", "recurrent_ppo")
+SB3_ALGOS = ("ppo", "a2c", "a2c_graph", "dqn", "double_dqn", "qrdqn", "recurrent_ppo")
 
 # algo -> the module (of this package) whose import registers its trainer; an import path
 # ("module:Class") is an SB3 algorithm class. tests/test_contract.py checks that each module
