@@ -358,6 +358,11 @@ class RelationalExtractor(BaseFeaturesExtractor):
         compatibility: ``"additive"`` (the book's DoorKey) or ``"dot"``.
         qkv_norm: ``"tokens"`` (the book), ``"features"`` (node-order invariant with
             ``"dot"``) or ``None``.
+        bf16: run the trunk under bfloat16 autocast (features come back as float32): its
+            forward + backward about 1.5x faster on CPUs with bf16 units (DoorKey's batch of
+            50), but bf16's 3 significant digits blur Q-values that differ by a few
+            hundredths: on DoorKey (``doorkey_fast``, seed 0) it had not learnt by 25,000 steps
+            where fp32 solved every validation episode. Off by default.
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -380,6 +385,7 @@ class RelationalExtractor(BaseFeaturesExtractor):
         node_size: int = 64,
         compatibility: Compatibility = "additive",
         qkv_norm: QKVNorm = "tokens",
+        bf16: bool = False,
     ) -> None:
         if not isinstance(observation_space, spaces.Box):
             raise TypeError(
@@ -400,9 +406,13 @@ class RelationalExtractor(BaseFeaturesExtractor):
             compatibility=compatibility,
             qkv_norm=qkv_norm,
         )
+        self.bf16 = bool(bf16)
 
     def forward(self, observations: Tensor) -> Tensor:
-        return self.trunk(observations)
+        if not self.bf16:
+            return self.trunk(observations)
+        with torch.autocast(observations.device.type, torch.bfloat16):
+            return self.trunk(observations).float()
 
 
 class ELUQNetwork(QNetwork):

@@ -271,6 +271,20 @@ def test_extractor_defaults_are_the_doorkey_trunk() -> None:
     assert STEM_PRESETS["doorkey"] == ((16, 1), (20, 1))
 
 
+def test_bf16_extractor_is_the_same_function_at_bf16_precision() -> None:
+    torch.manual_seed(0)
+    ext = RelationalExtractor(DOORKEY_SPACE)
+    fast = RelationalExtractor(DOORKEY_SPACE, bf16=True)
+    fast.load_state_dict(ext.state_dict())
+    x = torch.rand(50, 3, 7, 7)
+    ref, out = ext(x), fast(x)
+    assert out.dtype == torch.float32 and not ext.bf16
+    assert not torch.equal(out, ref)  # it does run in bf16 ...
+    torch.testing.assert_close(out, ref, atol=0.05, rtol=0.05)  # ... at bf16's precision
+    out.square().sum().backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in fast.parameters())
+
+
 def test_extractor_rejects_bad_spaces_and_stems() -> None:
     with pytest.raises(TypeError, match="Box"):
         RelationalExtractor(spaces.Discrete(3))
