@@ -140,6 +140,7 @@ def test_e8_cpu_budget_keeps_its_recorded_kernels_and_full_runs_the_fast_ones() 
         for run in runs:
             kwargs = run.body["policy_kwargs"]["features_extractor_kwargs"]
             assert (kwargs["channels_last"], kwargs["fast_rows"]) == (fast, fast), run.tag
+            assert run.body["algo"] == ("a2c_graph" if fast else "a2c"), run.tag
             assert run.body["vec_env"] == "dummy"
     assert {r.body["n_envs"] for r in zoo.load_runs("atari_nonlocal", budget="full")} == {16}
 
