@@ -122,6 +122,9 @@ EXPERIMENTS: tuple[Experiment, ...] = (
             # The recipe: `attn-zoo train doorkey --budget cpu --seed S`, S = 0, 1, 2. Not
             # drawn: its runs share the config name `doorkey` with the run above.
             _c("ε = 0.05, recipe (seeds 0, 1, 2)", "doorkey/recipe", "≥ 94%", "eps0.05", False),
+            # `attn-zoo train doorkey_fast --seed S`: gamma 0.9, 30,000 steps (issue 49)
+            _c("ε = 0.05, γ = 0.9 recipe (seeds 0, 1, 2)", "doorkey/fast", "≥ 94%", "eps0.05"),
+            _c("greedy, γ = 0.9 recipe", "doorkey/fast", "≥ 94%", "greedy", False),
         ),
         "docs/experiments/e2_doorkey.md",
     ),
