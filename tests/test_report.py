@@ -12,7 +12,15 @@ import pytest
 from zoo.cli import main
 from zoo.config_checks import ConfigError
 from zoo.experiments import find_experiment
-from zoo.report import chain_rows, collect, plot_chain, recipe_chains, report, summary_table
+from zoo.report import (
+    chain_rows,
+    collect,
+    plot_chain,
+    recipe_chains,
+    report,
+    summary_table,
+    window_returns,
+)
 
 PAGE = "intro\n<!-- report: attn-zoo report E7 -->\nold table\n<!-- /report -->\nafter\n"
 
@@ -136,6 +144,39 @@ def test_cli_report_prints_the_table_and_user_errors_exit_2(tmp_path: Path, caps
     assert "attn-zoo: error: unknown experiment 'E9'" in capsys.readouterr().err
     assert main(["report", "E7", str(tmp_path / "missing"), "--no-plot"]) == 2
     assert not (tmp_path / "missing").exists()
+
+
+def test_windows_table_is_each_cells_return_per_window_over_its_runs(tmp_path: Path) -> None:
+    _grid(tmp_path)
+    # episodes end at steps 100, 200, ..., 1000: windows of 500 hold five each
+    run = tmp_path / "results" / "atariari" / "Pong-L-g_awrl" / "1-20260101-000000"
+    assert window_returns(run, 500).tolist() == [-21.0, (-21.0 * 4 + 11.0) / 5]
+    assert window_returns(run, 400).tolist() == [-21.0, -21.0, (-21.0 + 11.0) / 2]
+    cells = [tmp_path / "results" / "atariari" / n for n in ("Pong-L-g_awrl", "Pong-L-fc")]
+    out = tmp_path / "out"
+    result = report("E7", cells, root=tmp_path, out=out, plot=False, windows=500)
+    assert {p.name for p in result.written} >= {"windows.md", "windows.csv"}
+    lines = (out / "windows.md").read_text().splitlines()
+    assert lines[2] == "| cell | runs | 0-500 | 500-1k |"
+    # seed 0: -21 then (-84 - 19) / 5 = -20.6; seed 1: -21 then -14.6
+    assert lines[4] == (
+        f"| {cells[0]} | 2 | -21.0 ± 0.0 (-21.0 / -21.0) | -17.6 ± 4.2 (-20.6 / -14.6) |"
+    )
+    assert lines[5] == f"| {cells[1]} | 1 | -4.0 | -4.0 |"
+    with (out / "windows.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 6 and rows[3]["mean_return"] == "-14.6" and rows[3]["window_end"] == "1000"
+
+
+def test_cli_windows_must_be_positive_and_nothing_is_written(tmp_path: Path, capsys) -> None:
+    _grid(tmp_path)
+    run = tmp_path / "results" / "atariari" / "Pong-L-fc"
+    out = tmp_path / "o"
+    assert main(["report", "E7", str(run), "--out", str(out), "--windows", "0"]) == 2
+    assert "--windows must be a positive number of steps" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["report", "E7", str(run), "--out", str(out), "--no-plot", "--windows", "1e3"]) == 0
+    assert (out / "windows.md").read_text().count("\n") == 5
 
 
 def _stages(

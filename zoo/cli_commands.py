@@ -351,7 +351,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``attn-zoo report``: an experiment's summary table and curves."""
     from zoo.report import report
 
-    result = report(args.experiment, args.folders, out=args.out, plot=not args.no_plot)
+    result = report(
+        args.experiment, args.folders, out=args.out, plot=not args.no_plot, windows=args.windows
+    )
     print(result.table)
     for path in result.written:
         print(f"wrote {path}", file=sys.stderr)

@@ -132,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("folders", nargs="*", help="run folders, one row each (default: results/)")
     p.add_argument("--out", help="output folder (default results/<experiment>/report)")
     p.add_argument("--no-plot", action="store_true", help="the table only, no curves")
+    p.add_argument(
+        "--windows",
+        type=float,
+        metavar="STEPS",
+        help="also windows.md/.csv: each cell's training return per window of STEPS steps",
+    )
     p.set_defaults(func=cli_commands.cmd_report)
 
     p = sub.add_parser(

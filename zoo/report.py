@@ -55,6 +55,8 @@ __all__ = [
     "report",
     "runs_in",
     "summary_table",
+    "window_returns",
+    "window_table",
 ]
 
 MARKER = "report"
@@ -260,6 +262,77 @@ def summary_table(cells: Sequence[CellResult], experiment: Experiment) -> str:
     return "\n".join(lines)
 
 
+def window_returns(run: str | Path, width: float) -> np.ndarray:
+    """Mean return of the training episodes that ended in each window of ``width`` steps,
+    ``(0, width]``, ``(width, 2 width]``, ...; NaN where none ended.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> rows = ["step,wall_time,metric,value"]
+        >>> rows += [f"{s},0,episode_return,{v}" for s, v in [(40, -21), (100, -19), (250, -15)]]
+        >>> _ = (run / "metrics.csv").write_text("\\n".join(rows) + "\\n")
+        >>> window_returns(run, 100).tolist()  # an episode ending at step 100 is in (0, 100]
+        [-20.0, nan, -15.0]
+    """
+    steps, returns = series(read_metrics(run), "episode_return")
+    if len(steps) == 0:
+        return np.zeros(0)
+    index = np.maximum(np.ceil(steps / width).astype(int) - 1, 0)
+    counts = np.bincount(index)
+    sums = np.bincount(index, weights=returns)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _steps_text(steps: float) -> str:
+    for size, suffix in ((1e6, "M"), (1e3, "k")):
+        if steps >= size:
+            return f"{steps / size:g}{suffix}"
+    return f"{steps:g}"
+
+
+def window_table(cells: Sequence[CellResult], width: float) -> tuple[str, list[list[Any]]]:
+    """Each cell's training return by window of ``width`` steps (:func:`window_returns`):
+    the mean over its runs ± their sd, each run's figure after it; and the rows per run and
+    window for a CSV (``cell, run, seed, window_start, window_end, mean_return``).
+
+    A learning-curve A/B reads here whether one change moves the curve more than seeds do.
+    """
+    per_cell = [[window_returns(r.path, width) for r in row.runs] for row in cells]
+    n = max((len(w) for runs in per_cell for w in runs), default=0)
+    heads = [f"{_steps_text(k * width)}-{_steps_text((k + 1) * width)}" for k in range(n)]
+    lines = [_md_row(["cell", "runs", *heads]), "| --- | ---: |" + " ---: |" * n]
+    rows: list[list[Any]] = []
+    for row, runs in zip(cells, per_cell, strict=True):
+        grid = np.full((len(runs), n), np.nan)
+        for i, values in enumerate(runs):
+            grid[i, : len(values)] = values
+        texts = []
+        for k in range(n):
+            column = grid[:, k][~np.isnan(grid[:, k])]
+            if len(column) == 0:
+                texts.append("")
+            elif len(column) == 1:
+                texts.append(f"{column[0]:.1f}")
+            else:
+                each = " / ".join(f"{v:.1f}" for v in column)
+                texts.append(f"{column.mean():.1f} ± {column.std(ddof=1):.1f} ({each})")
+        lines.append(_md_row([row.cell.label, len(runs), *texts]))
+        for r, values in zip(row.runs, grid, strict=True):
+            for k, value in enumerate(values):
+                if not np.isnan(value):
+                    seed = "" if r.seed is None else r.seed
+                    start, end = int(k * width), int((k + 1) * width)
+                    rows.append(
+                        [row.cell.label, r.path.as_posix(), seed, start, end, f"{value:.6g}"]
+                    )
+    return "\n".join(lines), rows
+
+
+WINDOW_COLUMNS = ("cell", "run", "seed", "window_start", "window_end", "mean_return")
+
+
 def _md_row(values: Sequence[Any]) -> str:
     """A Markdown table row; an empty cell is ``| |``."""
     return "|" + "|".join(f" {v} " if str(v) else " " for v in values) + "|"
@@ -412,6 +485,7 @@ def report(
     root: str | Path = ".",
     out: str | Path | None = None,
     plot: bool = True,
+    windows: float | None = None,
 ) -> Report:
     """Summarise an experiment's runs: write ``summary.md``, ``summary.csv`` and the curves
     (``curves.png`` and ``curves.csv``; for recipes also ``chain.png`` and ``chain.csv``,
@@ -425,6 +499,8 @@ def report(
         out: the output folder; default ``root/results/<folder>/report`` for the default
             cells, else ``report`` inside the first folder given.
         plot: draw the curves (off for a quick table).
+        windows: also write ``windows.md`` and ``windows.csv``: the training return by
+            window of this many steps (:func:`window_table`).
 
     An experiment with :attr:`~zoo.experiments.Experiment.probes` also gets ``probes.md``
     and the page's probe block (:func:`zoo.dynamics.dynamics_table`).
@@ -440,6 +516,8 @@ def report(
     from zoo.plots import find_run_dirs, plot_runs
 
     exp = find_experiment(name)
+    if windows is not None and not windows > 0:
+        raise ConfigError(f"--windows must be a positive number of steps, got {windows:g}")
     root = Path(root)
     cells = collect(exp, root / "results", folders)
     table = summary_table(cells, exp)
@@ -484,6 +562,16 @@ def report(
         if chains:
             title = f"{exp.key}: each recipe seed's stages end to end"
             written.append(plot_chain(chains, target / "chain.png", exp.goal, title))
+    if windows:
+        by_window, window_rows = window_table(cells, windows)
+        title = f"# {exp.key} ({exp.name}): training return by window of {windows:,.0f} steps"
+        written.append(target / "windows.md")
+        atomic_write(written[-1], f"{title}\n\n{by_window}\n")
+        written.append(target / "windows.csv")
+        with atomic_path(written[-1]) as tmp, tmp.open("w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(WINDOW_COLUMNS)
+            writer.writerows(window_rows)
     if probes:
         written.append(target / "probes.md")
         atomic_write(written[-1], f"# {exp.key} probes: early policy steps\n\n{probes}\n")
