@@ -157,12 +157,12 @@ def test_windows_table_is_each_cells_return_per_window_over_its_runs(tmp_path: P
     result = report("E7", cells, root=tmp_path, out=out, plot=False, windows=500)
     assert {p.name for p in result.written} >= {"windows.md", "windows.csv"}
     lines = (out / "windows.md").read_text().splitlines()
-    assert lines[2] == "| cell | runs | 0-500 | 500-1k |"
+    assert lines[0] == "| cell | runs | 0-500 | 500-1k |"
     # seed 0: -21 then (-84 - 19) / 5 = -20.6; seed 1: -21 then -14.6
-    assert lines[4] == (
+    assert lines[2] == (
         f"| {cells[0]} | 2 | -21.0 ± 0.0 (-21.0 / -21.0) | -17.6 ± 4.2 (-20.6 / -14.6) |"
     )
-    assert lines[5] == f"| {cells[1]} | 1 | -4.0 | -4.0 |"
+    assert lines[3] == f"| {cells[1]} | 1 | -4.0 | -4.0 |"
     with (out / "windows.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 6 and rows[3]["mean_return"] == "-14.6" and rows[3]["window_end"] == "1000"
@@ -176,7 +176,7 @@ def test_cli_windows_must_be_positive_and_nothing_is_written(tmp_path: Path, cap
     assert "--windows must be a positive number of steps" in capsys.readouterr().err
     assert not out.exists()
     assert main(["report", "E7", str(run), "--out", str(out), "--no-plot", "--windows", "1e3"]) == 0
-    assert (out / "windows.md").read_text().count("\n") == 5
+    assert (out / "windows.md").read_text().count("\n") == 3
 
 
 def _stages(

@@ -564,9 +564,8 @@ def report(
             written.append(plot_chain(chains, target / "chain.png", exp.goal, title))
     if windows:
         by_window, window_rows = window_table(cells, windows)
-        title = f"# {exp.key} ({exp.name}): training return by window of {windows:,.0f} steps"
-        written.append(target / "windows.md")
-        atomic_write(written[-1], f"{title}\n\n{by_window}\n")
+        written.append(target / "windows.md")  # the table alone: a page can include it
+        atomic_write(written[-1], f"{by_window}\n")
         written.append(target / "windows.csv")
         with atomic_path(written[-1]) as tmp, tmp.open("w", newline="") as fh:
             writer = csv.writer(fh)
