@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from zoo.experiments import EXPERIMENTS
-from zoo.report import collect, probe_table, summary_table
+from zoo.report import collect, probe_table, summary_table, window_table
 from zoo.trainers import MODULES
 from zoo.trainers.keys import config_models, keys_page
 
@@ -88,6 +88,19 @@ def test_summary_tables_quote_the_experiment_pages(index: str) -> None:
         ours = cells[-2]
         for number in DECIMAL.findall(ours):
             assert number in page, f"{index}: {cells[0]} quotes {number}, not on its page"
+
+
+def test_benchmarks_ab_table_is_what_report_windows_writes(monkeypatch) -> None:
+    """E8's learning-curve A/B on the benchmarks page is the committed windows.md, and that
+    file is what ``attn-zoo report E8 ... --windows 500000`` makes of the committed runs."""
+    monkeypatch.chdir(ROOT)  # the rows are labelled with the folders as given
+    folders = [f"results/atari_nonlocal/{f}" for f in ("Pong-fc", "fast_rows/Pong-fc")]
+    folders.append("results/atari_nonlocal/fast_rows_graph/Pong-fc")
+    experiment = next(e for e in EXPERIMENTS if e.key == "E8")
+    table, _ = window_table(collect(experiment, folders=folders), 500_000)
+    written = Path("results/atari_nonlocal/fast_rows/report/windows.md")
+    assert written.read_text() == table + "\n", f"refresh {written}: docs/benchmarks.md names how"
+    assert f'--8<-- "{written.as_posix()}"' in (ROOT / "docs/benchmarks.md").read_text()
 
 
 def test_the_trainer_keys_page_is_what_the_trainers_config_models_give() -> None:
