@@ -28,9 +28,16 @@ channels-last, fast rows, ``a2c_graph``) over ``before`` for the paper's default
 non-local block before FC): the 10M-step runs' speed against the cpu budget as it shipped;
 ``speedup_a2c_pong_8_envs`` is ``fast_rows`` over ``before`` (the kernels alone).
 
+``learning_curves`` is the A/B that a speed-up must pass before a config uses it
+(:func:`zoo.report.curves_match`, its rule fixed before the runs): the committed 2M-step runs
+of the cpu budget (``results/atari_nonlocal/Pong-fc``) against the same command with the full
+budget's network and update (``results/atari_nonlocal/fast_rows_graph/Pong-fc``), windows of
+500k steps. ``--ab-only`` refreshes that key alone in an existing JSON (no timing).
+
 Usage::
 
     python benchmarks/atari.py [--steps 16000] [--repeats 2] [--out benchmarks/results/atari.json]
+    python benchmarks/atari.py --ab-only
 
 Writes the JSON and a PNG beside it. Run it on an otherwise quiet machine.
 """
@@ -70,6 +77,21 @@ VARIANTS = {"fc": "non-local block before FC (E8's default)", "cnn": "Nature CNN
 E7_CELL = ["game=Pong", "condition=4L", "model=g_awrl", "seed=0"]
 
 
+#: The learning-curve A/B: committed runs, then the same command with the full budget's
+#: network and update (channels-last, fast rows, a2c_graph), seeds 0-2 each.
+AB = ("results/atari_nonlocal/Pong-fc", "results/atari_nonlocal/fast_rows_graph/Pong-fc")
+AB_WINDOW = 500_000
+
+
+def learning_curves() -> dict:
+    """:func:`zoo.report.curves_match` of :data:`AB` (run from the repository root)."""
+    from zoo.experiments import find_experiment
+    from zoo.report import collect, curves_match
+
+    base, new = collect(find_experiment("E8"), folders=list(AB))
+    return curves_match(base, new, AB_WINDOW)
+
+
 def run_cell(variant: str, setting: str, steps: int) -> dict:
     """One short A2C Pong run; its steps per second of training wall time."""
     return timed_run(
@@ -99,7 +121,14 @@ def main() -> int:
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--e7-steps", type=int, default=16_384, help="0: leave E7 out")
     parser.add_argument("--out", default="benchmarks/results/atari.json")
+    parser.add_argument("--ab-only", action="store_true", help="refresh learning_curves only")
     args = parser.parse_args()
+    if args.ab_only:
+        out = Path(args.out)
+        result = {**json.loads(out.read_text()), "learning_curves": learning_curves()}
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        print(json.dumps(result["learning_curves"], indent=1))
+        return 0
     settings = args.settings
     runs: dict[str, dict[str, list[dict]]] = {v: {s: [] for s in settings} for v in args.variants}
     e7_runs: list[dict] = []
@@ -141,6 +170,7 @@ def main() -> int:
     ):
         if "before" in fc and after in fc:
             result[key] = round(fc[after] / fc["before"], 3)
+    result["learning_curves"] = learning_curves()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")

@@ -4,6 +4,7 @@ summary tables quote those pages, and ``results/`` holds evidence, not scripts."
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from zoo.experiments import EXPERIMENTS
-from zoo.report import collect, probe_table, summary_table, window_table
+from zoo.report import collect, curves_match, probe_table, summary_table, window_table
 from zoo.trainers import MODULES
 from zoo.trainers.keys import config_models, keys_page
 
@@ -97,10 +98,16 @@ def test_benchmarks_ab_table_is_what_report_windows_writes(monkeypatch) -> None:
     folders = [f"results/atari_nonlocal/{f}" for f in ("Pong-fc", "fast_rows/Pong-fc")]
     folders.append("results/atari_nonlocal/fast_rows_graph/Pong-fc")
     experiment = next(e for e in EXPERIMENTS if e.key == "E8")
-    table, _ = window_table(collect(experiment, folders=folders), 500_000)
+    cells = collect(experiment, folders=folders)
+    table, _ = window_table(cells, 500_000)
     written = Path("results/atari_nonlocal/fast_rows/report/windows.md")
     assert written.read_text() == table + "\n", f"refresh {written}: docs/benchmarks.md names how"
     assert f'--8<-- "{written.as_posix()}"' in (ROOT / "docs/benchmarks.md").read_text()
+    # the verdict in atari.json is the rule applied to those runs
+    recorded = json.loads(Path("benchmarks/results/atari.json").read_text())["learning_curves"]
+    assert recorded == curves_match(cells[0], cells[2], 500_000), (
+        "python benchmarks/atari.py --ab-only"
+    )
 
 
 def test_the_trainer_keys_page_is_what_the_trainers_config_models_give() -> None:

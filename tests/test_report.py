@@ -15,6 +15,7 @@ from zoo.experiments import find_experiment
 from zoo.report import (
     chain_rows,
     collect,
+    curves_match,
     plot_chain,
     recipe_chains,
     report,
@@ -166,6 +167,26 @@ def test_windows_table_is_each_cells_return_per_window_over_its_runs(tmp_path: P
     with (out / "windows.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 6 and rows[3]["mean_return"] == "-14.6" and rows[3]["window_end"] == "1000"
+
+
+def test_curves_match_is_the_rule_fixed_in_advance(tmp_path: Path) -> None:
+    exp = find_experiment("E7")
+    base = tmp_path / "base"
+    _run(base / "0", 0, -10.0, [-21.0] * 5 + [-15.0] * 5)
+    _run(base / "1", 1, -12.0, [-21.0] * 5 + [-17.0] * 5)  # windows of 500: -21, -16
+    close, far = tmp_path / "close", tmp_path / "far"
+    _run(close / "0", 0, -12.5, [-21.0] * 5 + [-16.5] * 5)  # gap 0.5; test -12.5 in -11 ± 2.8
+    _run(far / "0", 0, -11.0, [-21.0] * 5 + [-17.5] * 5)  # gap 1.5
+    (a, b, c) = collect(exp, folders=[base, close, far])
+    verdict = curves_match(a, b, 500)
+    assert verdict["match"] and verdict["window_means"] == [[-21.0, -16.0], [-21.0, -16.5]]
+    assert verdict["largest_window_gap"] == 0.5 and verdict["windows_compared"] == 2
+    assert verdict["test"] == {"base_mean": -11.0, "base_sd": 1.414, "new_mean": -12.5, "sds": 2.0}
+    assert not curves_match(a, c, 500)["match"]  # one window 1.5 apart
+    assert curves_match(a, c, 500, window_tolerance=1.5)["match"]
+    assert not curves_match(a, b, 500, test_sds=1.0)["match"]  # -12.5 outside -11 ± 1.4
+    with pytest.raises(ValueError, match="at least two base seeds"):
+        curves_match(b, a, 500)
 
 
 def test_cli_windows_must_be_positive_and_nothing_is_written(tmp_path: Path, capsys) -> None:

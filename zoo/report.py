@@ -48,6 +48,7 @@ __all__ = [
     "RunScore",
     "chain_rows",
     "collect",
+    "curves_match",
     "plot_chain",
     "probe_table",
     "read_score",
@@ -328,6 +329,64 @@ def window_table(cells: Sequence[CellResult], width: float) -> tuple[str, list[l
                         [row.cell.label, r.path.as_posix(), seed, start, end, f"{value:.6g}"]
                     )
     return "\n".join(lines), rows
+
+
+def curves_match(
+    base: CellResult,
+    new: CellResult,
+    width: float,
+    window_tolerance: float = 1.0,
+    test_sds: float = 2.0,
+) -> dict[str, Any]:
+    """A learning-curve A/B of two cells (same command, one change), by a rule fixed in
+    advance: ``new`` matches ``base`` when, in every window of ``width`` steps, its mean
+    training return over seeds (:func:`window_returns`) is within ``window_tolerance`` of
+    ``base``'s, and its mean test score within ``base``'s mean ± ``test_sds`` sd over seeds.
+
+    Returns the figures behind the verdict (JSON-ready) and ``"match"``; windows where
+    either cell has no episode are left out of the rule, and the result says how many.
+
+    Raises:
+        ValueError: ``base`` has fewer than two runs (no sd over seeds to compare with).
+    """
+    if len(base.runs) < 2:
+        raise ValueError(f"{base.cell.label}: an A/B needs at least two base seeds")
+
+    def means(cell: CellResult) -> np.ndarray:
+        rows = [window_returns(r.path, width) for r in cell.runs]
+        n = max(len(w) for w in rows)
+        grid = np.full((len(rows), n), np.nan)
+        for i, values in enumerate(rows):
+            grid[i, : len(values)] = values
+        with np.errstate(invalid="ignore"):
+            return np.nanmean(grid, axis=0)
+
+    a, b = means(base), means(new)
+    n = min(len(a), len(b))
+    gaps = np.abs(b[:n] - a[:n])
+    compared = ~np.isnan(gaps)
+    base_tests = [r.score for r in base.runs]
+    mean, sd = statistics.mean(base_tests), statistics.stdev(base_tests)
+    new_test = statistics.mean(r.score for r in new.runs)
+    windows_hold = bool(np.all(gaps[compared] <= window_tolerance))
+    test_holds = abs(new_test - mean) <= test_sds * sd
+    return {
+        "base": base.cell.label,
+        "new": new.cell.label,
+        "seeds": [len(base.runs), len(new.runs)],
+        "window_steps": width,
+        "window_means": [[round(float(x), 3) for x in a[:n]], [round(float(x), 3) for x in b[:n]]],
+        "windows_compared": int(compared.sum()),
+        "largest_window_gap": round(float(gaps[compared].max()), 3) if compared.any() else None,
+        "window_tolerance": window_tolerance,
+        "test": {
+            "base_mean": round(mean, 3),
+            "base_sd": round(sd, 3),
+            "new_mean": round(new_test, 3),
+            "sds": test_sds,
+        },
+        "match": windows_hold and test_holds,
+    }
 
 
 WINDOW_COLUMNS = ("cell", "run", "seed", "window_start", "window_end", "mean_return")
