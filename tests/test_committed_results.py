@@ -15,8 +15,6 @@ RESULTS = Path(__file__).parents[1] / "results"
 # Committed before run folders kept their weights; issue 51 trains them again with their own
 # commands. A folder leaves this list when its weights arrive (the test then says so).
 WITHOUT_WEIGHTS = {
-    "atari_nonlocal/Pong-cnn/1-20261123-112628",
-    "atari_nonlocal/Pong-cnn/2-20261123-141948",
     "atari_nonlocal/Pong-fc/0-20261123-065712",
     "atari_nonlocal/Pong-fc/1-20261123-173830",
     "atari_nonlocal/Pong-fc/2-20261123-184940",
