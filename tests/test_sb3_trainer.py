@@ -133,8 +133,10 @@ def _write(tmp_path: Path, name: str, body: dict) -> Path:
 
 # --- Ctrl-C during a periodic evaluation ------------------------------------------------------
 
-# DQN on MountainCar: every evaluation episode lasts 200 steps, so the 30-episode evaluation at
-# step 300 takes seconds while a training step takes a millisecond.
+# DQN on MountainCar: every evaluation episode lasts 200 steps, so the 200-episode evaluation
+# at step 300 takes seconds while a training step takes a millisecond (30 episodes took 0.46 s
+# on a fast machine: shorter than the 0.5 s of quiet the test waits for, so the run ended
+# before the signal).
 SLOW_EVAL_DQN = {
     "algo": "dqn",
     "env": "MountainCar-v0",
@@ -144,7 +146,7 @@ SLOW_EVAL_DQN = {
     "buffer_size": 1000,
     "save_freq": 100,
     "policy_kwargs": {"net_arch": [8]},
-    "eval": {"freq": 300, "n_episodes": 30, "final_episodes": 1},
+    "eval": {"freq": 300, "n_episodes": 200, "final_episodes": 1},
 }
 # The logger's row at step 300 of an uninterrupted run: the evaluation and what SB3 recorded
 # since its last dump (the updates' figures and the exploration rate).
