@@ -293,6 +293,15 @@ def _steps_text(steps: float) -> str:
     return f"{steps:g}"
 
 
+def _window_grid(cell: CellResult, width: float) -> np.ndarray:
+    """:func:`window_returns` of each run of ``cell``, ``(runs, windows)``, NaN-padded."""
+    per_run = [window_returns(r.path, width) for r in cell.runs]
+    grid = np.full((len(per_run), max((len(w) for w in per_run), default=0)), np.nan)
+    for i, values in enumerate(per_run):
+        grid[i, : len(values)] = values
+    return grid
+
+
 def window_table(cells: Sequence[CellResult], width: float) -> tuple[str, list[list[Any]]]:
     """Each cell's training return by window of ``width`` steps (:func:`window_returns`):
     the mean over its runs ± their sd, each run's figure after it; and the rows per run and
@@ -300,15 +309,13 @@ def window_table(cells: Sequence[CellResult], width: float) -> tuple[str, list[l
 
     A learning-curve A/B reads here whether one change moves the curve more than seeds do.
     """
-    per_cell = [[window_returns(r.path, width) for r in row.runs] for row in cells]
-    n = max((len(w) for runs in per_cell for w in runs), default=0)
+    grids = [_window_grid(row, width) for row in cells]
+    n = max((g.shape[1] for g in grids), default=0)
     heads = [f"{_steps_text(k * width)}-{_steps_text((k + 1) * width)}" for k in range(n)]
     lines = [_md_row(["cell", "runs", *heads]), "| --- | ---: |" + " ---: |" * n]
     rows: list[list[Any]] = []
-    for row, runs in zip(cells, per_cell, strict=True):
-        grid = np.full((len(runs), n), np.nan)
-        for i, values in enumerate(runs):
-            grid[i, : len(values)] = values
+    for row, grid in zip(cells, grids, strict=True):
+        grid = np.pad(grid, ((0, 0), (0, n - grid.shape[1])), constant_values=np.nan)
         texts = []
         for k in range(n):
             column = grid[:, k][~np.isnan(grid[:, k])]
@@ -319,7 +326,7 @@ def window_table(cells: Sequence[CellResult], width: float) -> tuple[str, list[l
             else:
                 each = " / ".join(f"{v:.1f}" for v in column)
                 texts.append(f"{column.mean():.1f} ± {column.std(ddof=1):.1f} ({each})")
-        lines.append(_md_row([row.cell.label, len(runs), *texts]))
+        lines.append(_md_row([row.cell.label, len(row.runs), *texts]))
         for r, values in zip(row.runs, grid, strict=True):
             for k, value in enumerate(values):
                 if not np.isnan(value):
@@ -352,14 +359,11 @@ def curves_match(
     if len(base.runs) < 2:
         raise ValueError(f"{base.cell.label}: an A/B needs at least two base seeds")
 
-    def means(cell: CellResult) -> np.ndarray:
-        rows = [window_returns(r.path, width) for r in cell.runs]
-        n = max(len(w) for w in rows)
-        grid = np.full((len(rows), n), np.nan)
-        for i, values in enumerate(rows):
-            grid[i, : len(values)] = values
+    def means(cell: CellResult) -> np.ndarray:  # NaN where no run has an episode
+        grid = _window_grid(cell, width)
+        counts = (~np.isnan(grid)).sum(axis=0)
         with np.errstate(invalid="ignore"):
-            return np.nanmean(grid, axis=0)
+            return np.nansum(grid, axis=0) / counts
 
     a, b = means(base), means(new)
     n = min(len(a), len(b))
