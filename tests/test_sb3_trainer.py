@@ -220,3 +220,37 @@ def test_an_on_policy_resume_logs_every_row_an_uninterrupted_run_logs(
 
     assert (100.0, "train/loss") in rows(plain.path)
     assert rows(path) == rows(plain.path)
+
+
+# A2C dumps its logs every 100 rollouts (SB3's default log_interval); 2 envs x 5 steps.
+A2C_CARTPOLE = {
+    "algo": "a2c",
+    "env": "CartPole-v1",
+    "policy": "MlpPolicy",
+    "n_envs": 2,
+    "n_steps": 5,
+    "n_timesteps": 3000,
+    "save_freq": 10_000,
+    "policy_kwargs": {"net_arch": [8]},
+    "eval": {"freq": 0, "final_episodes": 1},
+}
+
+
+def test_a_resumed_run_dumps_its_logs_at_the_uninterrupted_runs_steps(tmp_path: Path) -> None:
+    """SB3's on-policy ``learn`` counts ``log_interval`` from its own start: resumed at step
+    1,490, it would dump at 2,490 instead of 2,000 and 3,000. The run's rollout count decides."""
+    path = tmp_path / "a2c.yml"
+    path.write_text(yaml.safe_dump({"a2c": A2C_CARTPOLE}))
+    plain = zoo.train(path, root=tmp_path / "plain")
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(path, root=tmp_path / "cut", callbacks=[InterruptAt(1500)])
+    (cut,) = (tmp_path / "cut" / "a2c").iterdir()
+    # cut in the rollout that ends at 1,500: the run goes back to 1,490
+    assert read_counters(cut / "checkpoints" / "last.zip")["num_timesteps"] == 1490
+    zoo.resume(cut)
+
+    def dumps(run: Path) -> list[tuple[float, float]]:
+        return [tuple(x) for x in np.stack(series(read_metrics(run), "time/iterations"), 1)]
+
+    assert dumps(plain.path) == [(1000.0, 100.0), (2000.0, 200.0), (3000.0, 300.0)]
+    assert dumps(cut) == dumps(plain.path)

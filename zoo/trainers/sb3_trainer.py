@@ -8,6 +8,7 @@ evaluation.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from zoo import factory, progress
@@ -71,6 +73,35 @@ def _norm_env(env: VecEnv, norm: Path) -> VecEnv:
         load_vecnormalize(env, norm)
         env.training, env.norm_reward = False, False
     return env
+
+
+class RunLogInterval(BaseCallback):
+    """Dump an on-policy model's logs when the run's rollout count is a multiple of
+    ``interval``, as SB3's ``learn(log_interval=...)`` does, but counting rollouts from the
+    run's start instead of from the ``learn`` call: a resumed run (or a curriculum's later
+    stage) then logs at the steps an uninterrupted run logs at. Goes last in the callback
+    list (every other callback's ``on_rollout_end`` values land in this dump, as in SB3's),
+    with ``learn(log_interval=None)``."""
+
+    def __init__(self, interval: int) -> None:
+        super().__init__()
+        self.interval = interval
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        model = self.model
+        assert isinstance(model, OnPolicyAlgorithm)
+        rollouts = model.num_timesteps // (model.n_steps * model.n_envs)
+        if rollouts % self.interval == 0:
+            model.dump_logs(rollouts)
+
+
+def _log_interval(model: BaseAlgorithm) -> int | None:
+    """The ``log_interval`` ``model.learn`` uses by default (A2C 100, PPO 1)."""
+    default = inspect.signature(type(model).learn).parameters["log_interval"].default
+    return default if isinstance(default, int) else None
 
 
 def _latest_eval(callbacks: Sequence[Any]) -> str | None:
@@ -199,12 +230,18 @@ class SB3Trainer:
                         load_vecnormalize(venv, stats_file)
                     model.set_env(venv)
                 model.set_logger(logger)
+                learn_cbs: list[BaseCallback] = cbs
+                extra: dict[str, Any] = {}
+                interval = _log_interval(model)
+                if isinstance(model, OnPolicyAlgorithm) and interval:
+                    learn_cbs, extra = [*cbs, RunLogInterval(interval)], {"log_interval": None}
                 try:
                     model.learn(
                         end - model.num_timesteps,
-                        callback=cbs,
+                        callback=learn_cbs,
                         reset_num_timesteps=first_learn,
                         progress_bar=progress_bar,
+                        **extra,
                     )
                 finally:
                     venv.close()
