@@ -29,7 +29,7 @@ non-local block before FC): the 10M-step runs' speed against the cpu budget as i
 ``speedup_a2c_pong_8_envs`` is ``fast_rows`` over ``before`` (the kernels alone).
 
 ``learning_curves`` is the A/B that a speed-up must pass before a config uses it
-(:func:`zoo.report.curves_match`, its rule fixed before the runs): the committed 2M-step runs
+(:func:`zoo.curve_windows.curves_match`, its rule fixed before the runs): the committed 2M-step runs
 of the cpu budget (``results/atari_nonlocal/Pong-fc``) against the same command with the full
 budget's network and update (``results/atari_nonlocal/fast_rows_graph/Pong-fc``), windows of
 500k steps. ``--ab-only`` refreshes that key alone in an existing JSON (no timing).
@@ -84,9 +84,10 @@ AB_WINDOW = 500_000
 
 
 def learning_curves() -> dict:
-    """:func:`zoo.report.curves_match` of :data:`AB` (run from the repository root)."""
+    """:func:`zoo.curve_windows.curves_match` of :data:`AB` (run from the repository root)."""
+    from zoo.curve_windows import curves_match
     from zoo.experiments import find_experiment
-    from zoo.report import collect, curves_match
+    from zoo.run_scores import collect
 
     base, new = collect(find_experiment("E8"), folders=list(AB))
     return curves_match(base, new, AB_WINDOW)

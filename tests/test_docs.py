@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from zoo.curve_windows import curves_match, window_table
 from zoo.experiments import EXPERIMENTS
-from zoo.report import collect, curves_match, probe_table, summary_table, window_table
+from zoo.report import probe_table, summary_table
+from zoo.run_scores import collect
 from zoo.trainers import MODULES
 from zoo.trainers.keys import config_models, keys_page
 

@@ -63,7 +63,7 @@ class Experiment:
             trainer's own final window, e.g. seed 003's last 10,000 frames) instead.
         chain: glob, relative to the results folder, of multi-stage recipe run folders
             (``algo: recipe``): each seed's stages are drawn end to end against wall time
-            (:func:`zoo.report.plot_chain`).
+            (:func:`zoo.report_chains.plot_chain`).
         goal: a return line drawn on the chain's figure.
         x: the curves' x axis: ``"steps"`` (env steps) or ``"time"`` (wall time), for runs
             whose steps stop while they train (behaviour cloning on collected data).
