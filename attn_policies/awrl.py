@@ -155,6 +155,21 @@ class AWRLSelfAttention(MultiHeadSelfAttention):
         super().__init__(in_features, n_heads=n_heads, head_dim=head_dim, bias=bias)
         self.diagonal = diagonal
 
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Q, K, V ``(B, heads, N, head_dim)`` as strided views of the one projection.
+
+        SDPA's CPU kernel and the diagonal kernel read the strides, so the base class's copy
+        into contiguous tensors (and its gradient's copy back) buys nothing here: the same
+        numbers, 13% less forward + backward time for E7's 4L g-AWRL (32 tokens, batch 256).
+        A capture keeps the copy: its explicit ``q @ k^T`` rounds by layout, and the maps
+        stay what they were.
+        """
+        if self.capturing:
+            return super().project(x)
+        qkv = self.qkv(x).view(*x.shape[:-1], 3, self.n_heads, self.head_dim)
+        q, k, v = qkv.movedim((-3, -2), (0, -3)).unbind(0)
+        return q, k, v
+
     def project_split(self, x: Tensor, qk_input: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Q, K from ``qk_input`` and V from ``x``, each ``(B, heads, N, head_dim)``."""
         hd = self.out_features

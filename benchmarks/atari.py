@@ -72,9 +72,11 @@ SETTINGS: dict[str, list[str]] = {
 VARIANTS = {"fc": "non-local block before FC (E8's default)", "cnn": "Nature CNN (no block)"}
 
 
-#: E7's 4L g-AWRL (PPO, 8 envs in worker processes): nothing of this issue changed it (its
-#: profile: half emulation, half the PPO update's matmuls), so it is measured as it ships.
+#: E7's 4L g-AWRL (PPO, 8 envs in worker processes). Its one change: the attention hands SDPA
+#: strided Q/K/V views instead of contiguous copies (the same numbers); ``before`` is the
+#: commit before it, run from a git worktree (its packages first on ``PYTHONPATH``).
 E7_CELL = ["game=Pong", "condition=4L", "model=g_awrl", "seed=0"]
+E7_BEFORE = "64e0589"
 
 
 #: The learning-curve A/B: committed runs, then the same command with the full budget's
@@ -100,10 +102,15 @@ def run_cell(variant: str, setting: str, steps: int) -> dict:
     )
 
 
-def timed_run(experiment: str, overrides: list[str], steps: int) -> dict:
-    """One short cpu-budget run of EXPERIMENT; its steps per second of training wall time."""
+def timed_run(experiment: str, overrides: list[str], steps: int, code: str | None = None) -> dict:
+    """One short cpu-budget run of EXPERIMENT; its steps per second of training wall time.
+    ``code``: a checkout whose packages the run imports instead of the installed ones."""
     with tempfile.TemporaryDirectory() as root:
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        if code is not None:
+            env["PYTHONPATH"] = os.pathsep.join([code, env.get("PYTHONPATH", "")]).rstrip(
+                os.pathsep
+            )
         cmd = ["attn-zoo", "train", experiment, "--budget", "cpu", "--root", root]
         cmd += ["--no-progress", "--set", f"n_timesteps={steps}", "eval.freq=0",
                 "eval.final_episodes=1", "torch_threads=1", *overrides]  # fmt: skip
@@ -112,6 +119,32 @@ def timed_run(experiment: str, overrides: list[str], steps: int) -> dict:
         status = json.loads(status_file.read_text())
     done, wall = int(status["num_timesteps"]), float(status["wall_seconds"])
     return {"steps": done, "wall_seconds": wall, "steps_per_s": round(done / wall, 1)}
+
+
+def e7_cell(steps: int, repeats: int) -> dict:
+    """E7's 4L g-AWRL at :data:`E7_BEFORE` and as it ships, in turns, ``repeats`` times."""
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        before = str(Path(tmp) / "before")
+        subprocess.run(["git", "worktree", "add", "-q", "--detach", before, E7_BEFORE], check=True)
+        try:
+            for _ in range(repeats):
+                for name, code in (("before", before), ("after", None)):
+                    runs[name].append(timed_run("atariari", E7_CELL, steps, code))
+                    print("e7 4L g-AWRL", name, runs[name][-1], flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", before], check=True)
+    medians = {k: statistics.median(r["steps_per_s"] for r in rows) for k, rows in runs.items()}
+    return {
+        "what": "E7 PPO Pong 4L g-AWRL (atariari, cpu budget, 8 envs)",
+        "overrides": E7_CELL,
+        "before_commit": E7_BEFORE,
+        **medians,
+        "speedup": round(medians["after"] / medians["before"], 3),
+        "changed": "AWRLSelfAttention passes SDPA strided Q/K/V views, no contiguous copies "
+        "(outputs and gradients equal to the last bit: tests/test_awrl.py)",
+        "runs": runs,
+    }
 
 
 def main() -> int:
@@ -123,25 +156,26 @@ def main() -> int:
     parser.add_argument("--e7-steps", type=int, default=16_384, help="0: leave E7 out")
     parser.add_argument("--out", default="benchmarks/results/atari.json")
     parser.add_argument("--ab-only", action="store_true", help="refresh learning_curves only")
+    parser.add_argument("--e7-only", action="store_true", help="refresh e7_4l_g_awrl only")
     args = parser.parse_args()
-    if args.ab_only:
+    if args.ab_only or args.e7_only:
         out = Path(args.out)
-        result = {**json.loads(out.read_text()), "learning_curves": learning_curves()}
-        out.write_text(json.dumps(result, indent=1) + "\n")
-        print(json.dumps(result["learning_curves"], indent=1))
+        key, value = (
+            ("learning_curves", learning_curves())
+            if args.ab_only
+            else ("e7_4l_g_awrl", e7_cell(args.e7_steps, args.repeats))
+        )
+        out.write_text(json.dumps({**json.loads(out.read_text()), key: value}, indent=1) + "\n")
+        print(json.dumps(value, indent=1))
         return 0
     settings = args.settings
     runs: dict[str, dict[str, list[dict]]] = {v: {s: [] for s in settings} for v in args.variants}
-    e7_runs: list[dict] = []
     for _ in range(args.repeats):
         for variant in args.variants:
             for setting in settings:
                 row = run_cell(variant, setting, args.steps)
                 runs[variant][setting].append(row)
                 print(variant, setting, row, flush=True)
-        if args.e7_steps:
-            e7_runs.append(timed_run("atariari", E7_CELL, args.e7_steps))
-            print("e7 4L g-AWRL", e7_runs[-1], flush=True)
     medians = {
         v: {s: statistics.median(r["steps_per_s"] for r in rows) for s, rows in cells.items()}
         for v, cells in runs.items()
@@ -154,16 +188,8 @@ def main() -> int:
         "medians": medians,
         "runs": runs,
     }
-    if e7_runs:
-        e7 = statistics.median(r["steps_per_s"] for r in e7_runs)
-        result["e7_4l_g_awrl"] = {
-            "what": "E7 PPO Pong 4L g-AWRL (atariari, cpu budget, 8 envs), as it ships",
-            "overrides": E7_CELL,
-            "before": e7,
-            "after": e7,
-            "changed": "nothing: profiled only (emulation ~45%, the PPO update ~45%)",
-            "runs": e7_runs,
-        }
+    if args.e7_steps:
+        result["e7_4l_g_awrl"] = e7_cell(args.e7_steps, args.repeats)
     fc = medians.get("fc", {})
     for key, after in (
         ("speedup_a2c_pong", "16_envs_graph"),

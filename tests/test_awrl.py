@@ -19,7 +19,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import Tensor
 
 import attn_envs  # noqa: F401  (registers attn_envs/...)
-from attn_policies.attention import capture_attention
+from attn_policies.attention import MultiHeadSelfAttention, capture_attention
 from attn_policies.awrl import (
     AWRLBlock,
     AWRLExtractor,
@@ -177,6 +177,32 @@ def test_capture_path_equals_fast_path(variant: str, attend_on: str, diagonal: s
             slow = ext(obs)
     assert len(maps) == 2
     torch.testing.assert_close(slow, fast, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("variant", ["g", "d"])
+@pytest.mark.parametrize(("n_features", "batch", "train"), [(8, 8, False), (32, 256, True)])
+def test_strided_projection_is_the_contiguous_one_to_the_last_bit(
+    variant: str, n_features: int, batch: int, train: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AWRLSelfAttention hands SDPA strided Q/K/V views; the base class's contiguous copies
+    give the same outputs and gradients bit for bit (acting batch in eval mode, E7's 4L PPO
+    minibatch in train mode), so runs trained before the change replay."""
+
+    def run() -> list[Tensor]:
+        torch.manual_seed(0)
+        ext = AWRLExtractor(feature_space(n_features), variant=variant).train(train)
+        out = ext(obs_batch(n_features, batch=batch, seed=1))
+        out.square().sum().backward()
+        return [out.detach(), *(p.grad for p in ext.parameters() if p.grad is not None)]
+
+    strided = run()
+    q = AWRLSelfAttention(16, 2, 8).project(torch.randn(3, 5, 16))[0]
+    assert not q.is_contiguous()  # the views this test is about
+    monkeypatch.setattr(AWRLSelfAttention, "project", MultiHeadSelfAttention.project)
+    contiguous = run()
+    assert len(strided) == len(contiguous) > 1
+    for a, b in zip(strided, contiguous, strict=True):
+        assert torch.equal(a, b)
 
 
 # --- sb3 ---------------------------------------------------------------------------------------
