@@ -49,6 +49,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -128,6 +129,18 @@ def e7_cell(steps: int, repeats: int) -> dict:
         before = str(Path(tmp) / "before")
         subprocess.run(["git", "worktree", "add", "-q", "--detach", before, E7_BEFORE], check=True)
         try:
+            env = {**os.environ, "PYTHONPATH": before}
+            # -P: no working directory on sys.path, as for the attn-zoo script
+            probe = "import attn_policies; print(attn_policies.__file__)"
+            imported = subprocess.run(
+                [sys.executable, "-P", "-c", probe],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            if not imported.stdout.startswith(before):  # an install that shadows PYTHONPATH
+                raise RuntimeError(f"before runs would import {imported.stdout.strip()}")
             for _ in range(repeats):
                 for name, code in (("before", before), ("after", None)):
                     runs[name].append(timed_run("atariari", E7_CELL, steps, code))
