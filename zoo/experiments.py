@@ -279,6 +279,9 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         (
             _c("Pong, Nature CNN", "atari_nonlocal/Pong-cnn/*", "18.1 (10M steps)"),
             _c("Pong, non-local before FC", "atari_nonlocal/Pong-fc/*", "19.5 (10M steps)"),
+            _c(
+                "Pong, Nature CNN, 10M steps (full budget)", "atari_nonlocal/10M/Pong-cnn/*", "18.1"
+            ),
         ),
         "docs/experiments/e8_atari_nonlocal.md",
         final=10_000,
