@@ -162,14 +162,14 @@ def test_off_policy_interrupt_and_resume(tmp_path: Path) -> None:
         )
     path = only_run_dir(tmp_path, "doorkey")
     status = json.loads((path / "status.json").read_text())
-    assert (status["state"], status["num_timesteps"]) == ("interrupted", 100)
+    assert (status["state"], status["num_timesteps"], status["parts"]) == ("interrupted", 100, 1)
     assert checkpoint_steps(path) == 100
     assert (path / "checkpoints" / "last_replay_buffer-100.npz").is_file()
     assert not (path / "model.zip").exists() and not (path / "eval.json").exists()
 
     run = zoo.resume(path)
     assert run.path == path
-    assert run.status["state"] == "finished"
+    assert (run.status["state"], run.status["parts"]) == ("finished", 2)  # one resume
     assert run.status["num_timesteps"] == full_steps == run.config.body["n_timesteps"]
     assert run.eval["num_timesteps"] == full_steps
     assert (run.config.budget, run.eval["budget"]) == ("smoke", "smoke")

@@ -6,7 +6,7 @@
   again with ``attn-zoo train runs/.../config.yml``; ``command.txt``: how it was started;
 - ``status.json``: ``running`` / ``interrupted`` / ``failed`` (with the ``reason``) /
   ``finished``, steps done, wall time (rewritten every minute while training, so a run
-  killed outright keeps the time it ran);
+  killed outright keeps the time it ran), ``parts``: 1, plus one per resume;
 - ``run.lock``: locked by the process training the run (:mod:`zoo.run_lock`; a second
   ``resume`` is refused); a start cut before the run could train (a full disk, Ctrl-C)
   removes what it wrote, and a folder holding only an unheld ``run.lock`` (a start killed
@@ -321,7 +321,11 @@ def _execute(
     def elapsed() -> float:  # this part's seconds added to the parts before it
         return round(wall + time.perf_counter() - start, 1)
 
-    handle.write_status(state="running", reason=None, pid=os.getpid())
+    # a resumed run is not its command run uninterrupted to the last bit (its envs restart
+    # their episodes), so the folder counts its parts; folders from before the count had one
+    before = handle.status.get("parts")
+    parts = (before if isinstance(before, int) and before > 0 else 1) + 1 if resume else 1
+    handle.write_status(state="running", reason=None, pid=os.getpid(), parts=parts)
     try:
         with _wall_clock(handle, elapsed):
             steps = trainer.train(
