@@ -103,15 +103,21 @@ def run_cell(variant: str, setting: str, steps: int) -> dict:
     )
 
 
+def run_env(code: str | None = None) -> dict[str, str]:
+    """A run's environment: one OpenMP thread; ``code``, a checkout whose packages it imports
+    instead of the installed ones, first on ``PYTHONPATH``."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if code is not None:
+        paths = [code, *env.get("PYTHONPATH", "").split(os.pathsep)]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    return env
+
+
 def timed_run(experiment: str, overrides: list[str], steps: int, code: str | None = None) -> dict:
     """One short cpu-budget run of EXPERIMENT; its steps per second of training wall time.
-    ``code``: a checkout whose packages the run imports instead of the installed ones."""
+    ``code``: as for :func:`run_env`."""
     with tempfile.TemporaryDirectory() as root:
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        if code is not None:
-            env["PYTHONPATH"] = os.pathsep.join([code, env.get("PYTHONPATH", "")]).rstrip(
-                os.pathsep
-            )
+        env = run_env(code)
         cmd = ["attn-zoo", "train", experiment, "--budget", "cpu", "--root", root]
         cmd += ["--no-progress", "--set", f"n_timesteps={steps}", "eval.freq=0",
                 "eval.final_episodes=1", "torch_threads=1", *overrides]  # fmt: skip
@@ -129,7 +135,7 @@ def e7_cell(steps: int, repeats: int) -> dict:
         before = str(Path(tmp) / "before")
         subprocess.run(["git", "worktree", "add", "-q", "--detach", before, E7_BEFORE], check=True)
         try:
-            env = {**os.environ, "PYTHONPATH": before}
+            env = run_env(before)  # what the before runs get
             # -P: no working directory on sys.path, as for the attn-zoo script
             probe = "import attn_policies; print(attn_policies.__file__)"
             imported = subprocess.run(
