@@ -19,11 +19,9 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import Tensor
 
 import attn_envs  # noqa: F401  (registers attn_envs/...)
-from attn_policies.attention import MultiHeadSelfAttention, capture_attention
+from attn_policies.attention import capture_attention
 from attn_policies.awrl import (
-    AWRLBlock,
     AWRLExtractor,
-    AWRLSelfAttention,
     DAWRLPolicy,
     FeatureSumHead,
 )
@@ -57,23 +55,6 @@ def warmed(ext: AWRLExtractor, seed: int = 0) -> AWRLExtractor:
 def awrl(n_features: int, seed: int = 0, **kwargs: Any) -> AWRLExtractor:
     torch.manual_seed(seed)
     return warmed(AWRLExtractor(feature_space(n_features), **kwargs), seed)
-
-
-def test_block_norm_is_per_channel_over_batch_and_tokens() -> None:
-    """Batch-norm statistics per channel over batch and tokens, in training and eval mode."""
-    torch.manual_seed(0)
-    block = AWRLBlock(16, n_heads=2, head_dim=8)
-    x = torch.randn(5, 7, 16)
-    y = block.up(block.attention(x))
-    mean, var = y.mean(dim=(0, 1)), y.var(dim=(0, 1), unbiased=False)
-    expected = torch.relu((y - mean) / torch.sqrt(var + block.norm.eps))
-    torch.testing.assert_close(block(x), expected, atol=1e-5, rtol=1e-5)
-    n = 5 * 7
-    running = 0.9 * torch.ones(16) + 0.1 * var * n / (n - 1)
-    torch.testing.assert_close(block.norm.running_var, running)
-    block.eval()
-    frozen = torch.relu((y - block.norm.running_mean) / torch.sqrt(running + block.norm.eps))
-    torch.testing.assert_close(block(x), frozen, atol=1e-5, rtol=1e-5)
 
 
 def test_batch_stats_act_as_they_update() -> None:
@@ -177,32 +158,6 @@ def test_capture_path_equals_fast_path(variant: str, attend_on: str, diagonal: s
             slow = ext(obs)
     assert len(maps) == 2
     torch.testing.assert_close(slow, fast, rtol=1e-10, atol=1e-10)
-
-
-@pytest.mark.parametrize("variant", ["g", "d"])
-@pytest.mark.parametrize(("n_features", "batch", "train"), [(8, 8, False), (32, 256, True)])
-def test_strided_projection_is_the_contiguous_one_to_the_last_bit(
-    variant: str, n_features: int, batch: int, train: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """AWRLSelfAttention hands SDPA strided Q/K/V views; the base class's contiguous copies
-    give the same outputs and gradients bit for bit (acting batch in eval mode, E7's 4L PPO
-    minibatch in train mode), so runs trained before the change replay."""
-
-    def run() -> list[Tensor]:
-        torch.manual_seed(0)
-        ext = AWRLExtractor(feature_space(n_features), variant=variant).train(train)
-        out = ext(obs_batch(n_features, batch=batch, seed=1))
-        out.square().sum().backward()
-        return [out.detach(), *(p.grad for p in ext.parameters() if p.grad is not None)]
-
-    strided = run()
-    q = AWRLSelfAttention(16, 2, 8).project(torch.randn(3, 5, 16))[0]
-    assert not q.is_contiguous()  # the views this test is about
-    monkeypatch.setattr(AWRLSelfAttention, "project", MultiHeadSelfAttention.project)
-    contiguous = run()
-    assert len(strided) == len(contiguous) > 1
-    for a, b in zip(strided, contiguous, strict=True):
-        assert torch.equal(a, b)
 
 
 # --- sb3 ---------------------------------------------------------------------------------------
@@ -499,8 +454,6 @@ def test_rejects_bad_options() -> None:
         AWRLExtractor(space, variant="d", fc_dim=64)
     with pytest.raises(ValueError, match="variant='d'"):
         AWRLExtractor(space, variant="g", diagonal="dot")
-    with pytest.raises(ValueError, match="diagonal"):
-        AWRLSelfAttention(8, diagonal="rows")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="odd"):
         FeatureCNNExtractor(space, kernel_sizes=(3, 4))
     with pytest.raises(ValueError, match="n_blocks must be a positive integer, got 0"):
