@@ -53,8 +53,8 @@ all features. :meth:`DAWRLPolicy.feature_values` returns the per-feature terms `
 Batch-norm statistics in training mode are taken over the batch and all tokens (as in the
 thesis); in eval mode every step of d-AWRL is per token.
 
-**Layers** (:mod:`attn_policies.awrl_layers`): :class:`AWRLSelfAttention` and
-:class:`AWRLBlock`, re-exported here.
+**Layers** (:mod:`attn_policies.awrl_layers`): :class:`~attn_policies.awrl_layers.AWRLSelfAttention`
+and :class:`~attn_policies.awrl_layers.AWRLBlock`, the attention module the extractor stacks.
 
 **Baselines** (:mod:`attn_policies.feature_baselines`).
 :class:`FeatureFCExtractor` and :class:`FeatureCNNExtractor` (base CNN and a-CNN).
@@ -102,17 +102,11 @@ from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import Tensor, nn
 
 from attn_policies.attention import sinusoidal_table
-from attn_policies.awrl_layers import AWRLBlock, AWRLSelfAttention, Diagonal
+from attn_policies.awrl_layers import AWRLBlock, Diagonal
 from attn_policies.checks import require_int, require_sizes
 from attn_policies.feature_baselines import dry_run, feature_shape
 
-__all__ = [
-    "AWRLBlock",
-    "AWRLExtractor",
-    "AWRLSelfAttention",
-    "DAWRLPolicy",
-    "FeatureSumHead",
-]
+__all__ = ["AWRLExtractor", "DAWRLPolicy", "FeatureSumHead"]
 
 Variant = Literal["g", "d"]
 AttendOn = Literal["both", "content", "address"]
