@@ -282,6 +282,11 @@ EXPERIMENTS: tuple[Experiment, ...] = (
             _c(
                 "Pong, Nature CNN, 10M steps (full budget)", "atari_nonlocal/10M/Pong-cnn/*", "18.1"
             ),
+            _c(
+                "Pong, non-local before FC, 10M steps (full budget)",
+                "atari_nonlocal/10M/Pong-fc/*",
+                "19.5",
+            ),
         ),
         "docs/experiments/e8_atari_nonlocal.md",
         final=10_000,
