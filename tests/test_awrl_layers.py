@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _sb3 import sample_batch
 from gymnasium import spaces
 from torch import Tensor
 
@@ -19,17 +20,10 @@ def feature_space(n_features: int, stack: int = 4) -> spaces.Box:
     return spaces.Box(0.0, 255.0, (stack, n_features), np.float32)
 
 
-def obs_batch(n_features: int, batch: int, seed: int) -> Tensor:
-    gen = torch.Generator().manual_seed(seed)
-    return torch.rand(batch, 4, n_features, generator=gen) * 255
-
-
 def qkv(attn: AWRLSelfAttention, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Q, K, V ``(B, heads, N, head_dim)`` recomputed from the fused weight."""
-    w = attn.qkv.weight
-    hd = attn.n_heads * attn.head_dim
     heads = (attn.n_heads, attn.head_dim)
-    q, k, v = (x @ w.T).split(hd, dim=-1)
+    q, k, v = (x @ attn.qkv.weight.T).split(attn.out_features, dim=-1)
     return tuple(t.unflatten(-1, heads).transpose(1, 2) for t in (q, k, v))  # type: ignore[return-value]
 
 
@@ -102,7 +96,7 @@ def test_strided_projection_is_the_contiguous_one_to_the_last_bit(
     def run() -> list[Tensor]:
         torch.manual_seed(0)
         ext = AWRLExtractor(feature_space(n_features), variant=variant).train(train)
-        out = ext(obs_batch(n_features, batch, seed=1))
+        out = ext(sample_batch(feature_space(n_features), batch, seed=1))
         out.square().sum().backward()
         return [out.detach(), *(p.grad for p in ext.parameters() if p.grad is not None)]
 
