@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from zoo.results import (
     collect_runs,
@@ -30,6 +33,23 @@ METRICS_CSV = (
 )
 
 
+def write_model(file: Path, weights: int) -> None:
+    """An SB3-shaped zip: ``weights`` floats of policy and as many of RMSprop statistics."""
+    entries = {
+        "policy.pth": {"w": torch.ones(weights)},
+        "policy.optimizer.pth": {
+            "state": {0: {"step": torch.tensor(3.0), "square_avg": torch.ones(weights)}},
+            "param_groups": [{"lr": 7e-4, "alpha": 0.99, "params": [0]}],
+        },
+    }
+    with zipfile.ZipFile(file, "w") as archive:
+        archive.writestr("data", "{}")
+        for name, value in entries.items():
+            buffer = io.BytesIO()
+            torch.save(value, buffer)
+            archive.writestr(name, buffer.getvalue())
+
+
 def make_run(
     root: Path,
     tag: str,
@@ -37,7 +57,7 @@ def make_run(
     state: str = "finished",
     budget: str = "cpu",
     seed: int = 0,
-    model_bytes: int = 100,
+    weights: int = 10,
 ) -> Path:
     run = root / tag / name
     (run / "monitor").mkdir(parents=True)
@@ -48,7 +68,7 @@ def make_run(
     (run / "status.json").write_text(json.dumps(status))
     for name_ in ("eval.json", "config.yml", "command.txt", "vecnormalize.npz"):
         (run / name_).write_text(name_)
-    (run / "model.zip").write_bytes(b"m" * model_bytes)
+    write_model(run / "model.zip", weights)
     (run / "metrics.csv").write_text(METRICS_CSV)
     return run
 
@@ -83,13 +103,25 @@ def test_collect_keeps_models_that_are_asked_for_and_small(tmp_path: Path) -> No
     src, dst = tmp_path / "runs", tmp_path / "results"
     make_run(src, "Pong-fc", "0-a", seed=0)
     make_run(src, "Pong-fc", "1-b", seed=1)
-    make_run(src, "Pong-big", "0-c", seed=0, model_bytes=2_000)
+    make_run(src, "Pong-big", "0-c", seed=0, weights=6_000)  # 24 kB of weights
+    make_run(src, "Pong-slim", "0-d", seed=0, weights=4_000)  # 32 kB with its statistics
     out = collect_runs(
-        src, dst, "cpu", ["episode_return"], lambda tag, st: st["seed"] == 0, max_model_bytes=1_000
+        src, dst, "cpu", ["episode_return"], lambda tag, st: st["seed"] == 0, max_model_bytes=20_000
     )
     kept = {p.relative_to(dst).as_posix(): (p / "model.zip").is_file() for p in out}
-    assert kept == {"Pong-big/0-c": False, "Pong-fc/0-a": True, "Pong-fc/1-b": False}
+    assert kept == {
+        "Pong-big/0-c": False,
+        "Pong-fc/0-a": True,
+        "Pong-fc/1-b": False,
+        "Pong-slim/0-d": True,
+    }
     assert (dst / "Pong-fc/0-a/vecnormalize.npz").is_file()
+    assert not (dst / "Pong-big/0-c/vecnormalize.npz").exists()
+    with zipfile.ZipFile(dst / "Pong-slim/0-d/model.zip") as archive:
+        policy = torch.load(io.BytesIO(archive.read("policy.pth")), weights_only=True)
+        optimizer = torch.load(io.BytesIO(archive.read("policy.optimizer.pth")), weights_only=True)
+    assert torch.equal(policy["w"], torch.ones(4_000))
+    assert optimizer == {"state": {}, "param_groups": [{"lr": 7e-4, "alpha": 0.99, "params": [0]}]}
 
 
 def test_collect_never_overwrites_what_is_there(tmp_path: Path) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from stable_baselines3 import DQN
+import torch
+from stable_baselines3 import A2C, DQN
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
@@ -81,3 +84,61 @@ def test_a_buffer_is_checked_from_its_headers_against_a_shrunk_buffer(tmp_path: 
     np.savez(tmp_path / "objects.npz", **arrays)
     with pytest.raises(ConfigError, match="actions is object"):
         sb3_state.check_replay_buffer(shrunk.replay_buffer, tmp_path / "objects.npz")
+
+
+def _a2c(seed: int = 0, steps: int = 0) -> A2C:
+    model = A2C(
+        "MlpPolicy",
+        make_vec_env("CartPole-v1", n_envs=2, seed=seed),
+        n_steps=5,
+        policy_kwargs={"net_arch": [64, 64]},
+        seed=seed,
+    )
+    if steps:
+        model.learn(steps)
+    return model
+
+
+def test_a_copy_without_optimizer_statistics_acts_as_the_model(tmp_path: Path) -> None:
+    """The slim copy keeps every weight and the optimizer's hyperparameters; RMSprop's
+    square averages go, the file shrinks, and both loaders (ours and SB3's own) open it."""
+    trained = _a2c(steps=100)
+    sb3_state.save_model(trained, tmp_path / "model.zip")
+    size = sb3_state.drop_optimizer_statistics(tmp_path / "model.zip", tmp_path / "slim.zip")
+    assert size == (tmp_path / "slim.zip").stat().st_size
+    assert size < 0.75 * (tmp_path / "model.zip").stat().st_size
+    with (
+        zipfile.ZipFile(tmp_path / "model.zip") as full,
+        zipfile.ZipFile(tmp_path / "slim.zip") as slim,
+    ):
+        assert full.namelist() == slim.namelist()
+        for name in full.namelist():
+            if name != "policy.optimizer.pth":
+                assert full.read(name) == slim.read(name), name
+        state = torch.load(io.BytesIO(slim.read("policy.optimizer.pth")), weights_only=True)
+    assert state["state"] == {}
+    assert state["param_groups"] == trained.policy.optimizer.state_dict()["param_groups"]
+
+    ours = sb3_state.load_model(_a2c(seed=1), tmp_path / "slim.zip")
+    theirs = A2C.load(tmp_path / "slim.zip")
+    assert ours.num_timesteps == trained.num_timesteps
+    for model in (ours, theirs):
+        for a, b in zip(model.policy.parameters(), trained.policy.parameters(), strict=True):
+            assert torch.equal(a, b)
+        assert model.policy.optimizer.state_dict()["state"] == {}
+    obs = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
+    expected = trained.predict(obs, deterministic=True)[0]
+    np.testing.assert_array_equal(ours.predict(obs, deterministic=True)[0], expected)
+    np.testing.assert_array_equal(theirs.predict(obs, deterministic=True)[0], expected)
+
+
+def test_dropping_statistics_from_a_foreign_file_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "model.zip").write_bytes(b"not a zip")
+    with pytest.raises(ConfigError, match=r"model\.zip: not a readable SB3 model file"):
+        sb3_state.drop_optimizer_statistics(tmp_path / "model.zip", tmp_path / "slim.zip")
+    with zipfile.ZipFile(tmp_path / "odd.zip", "w") as archive:
+        archive.writestr("policy.optimizer.pth", b"\x80\x02K\x01.")  # a pickled int
+    with pytest.raises(ConfigError, match=r"odd\.zip: not a readable SB3 model file"):
+        sb3_state.drop_optimizer_statistics(tmp_path / "odd.zip", tmp_path / "slim.zip")
+    assert not (tmp_path / "slim.zip").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.zip", "odd.zip"]

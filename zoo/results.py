@@ -82,8 +82,10 @@ def collect_runs(
     state is ``finished``, its budget is ``budget`` and ``target/<tag>/<run>`` does not exist
     yet (so collecting twice changes nothing). Copied: :data:`KEEP_FILES`, the ``monitor/``
     folder, ``metrics.csv`` cut to the rows whose metric is in ``metrics``, and
-    :data:`MODEL_FILES` when ``keep_model(tag, status)`` says so and ``model.zip`` is under
-    ``max_model_bytes`` (checkpoints and TensorBoard logs stay behind).
+    :data:`MODEL_FILES` when ``keep_model(tag, status)`` says so and ``model.zip``, copied
+    without its optimizer's running statistics
+    (:func:`~zoo.trainers.sb3_state.drop_optimizer_statistics`: same weights, about half the
+    bytes), is under ``max_model_bytes`` (checkpoints and TensorBoard logs stay behind).
 
     Returns:
         The run folders created under ``target``.
@@ -98,12 +100,19 @@ def collect_runs(
         if status.get("state") != "finished" or status.get("budget") != budget or out.exists():
             continue
         out.mkdir(parents=True)
-        model = run / "model.zip"
-        small = model.is_file() and model.stat().st_size < max_model_bytes
-        with_model = small and keep_model is not None and keep_model(run.parent.name, status)
-        for name in KEEP_FILES + (MODEL_FILES if with_model else ()):
+        for name in KEEP_FILES:
             if (run / name).is_file():
                 shutil.copy2(run / name, out / name)
+        wanted_model = keep_model is not None and keep_model(run.parent.name, status)
+        if wanted_model and (run / "model.zip").is_file():
+            # torch and SB3 only here: the summaries that read CSVs do not need them
+            from zoo.trainers.sb3_state import drop_optimizer_statistics
+
+            if drop_optimizer_statistics(run / "model.zip", out / "model.zip") < max_model_bytes:
+                if (run / "vecnormalize.npz").is_file():
+                    shutil.copy2(run / "vecnormalize.npz", out / "vecnormalize.npz")
+            else:
+                (out / "model.zip").unlink()
         with (run / "metrics.csv").open(newline="") as src:
             rows = csv.reader(src)
             header = next(rows)

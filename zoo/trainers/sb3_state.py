@@ -77,6 +77,47 @@ def _plain_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def drop_optimizer_statistics(source: str | Path, target: str | Path) -> int:
+    """Copy the SB3 zip ``source`` to ``target`` without its optimizers' running statistics.
+
+    An optimizer entry (``policy.optimizer.pth``) keeps its ``param_groups`` (learning rate,
+    betas, ...) but not its ``state``: Adam's moments or RMSprop's square averages, as many
+    floats as the policy has weights, which evaluation never reads. Every other entry is
+    copied byte for byte (``data`` is not decoded); the optimizer entries are read with
+    ``weights_only=True``. An optimizer state without statistics is what a new optimizer
+    has, so SB3's ``load`` and :func:`load_model` open the copy as they open ``source``:
+    same weights, same actions. Training from the copy (a warm start) restarts the
+    optimizer's statistics; checkpoints are never slimmed, so ``--resume`` is unaffected.
+
+    Returns:
+        The size of ``target`` in bytes.
+
+    Raises:
+        ArtefactError: ``source`` is not a readable SB3 zip or an optimizer entry is not an
+            optimizer state.
+    """
+    source, target = Path(source), Path(target)
+    try:
+        with zipfile.ZipFile(source) as archive:
+            entries = [(info, archive.read(info)) for info in archive.infolist()]
+        slim = {}
+        for info, raw in entries:
+            if not info.filename.endswith(".optimizer.pth"):
+                continue
+            state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+            if not isinstance(state, dict) or "param_groups" not in state:
+                raise ValueError(f"{info.filename} is not an optimizer state")
+            buffer = io.BytesIO()
+            torch.save({"state": {}, "param_groups": state["param_groups"]}, buffer)
+            slim[info.filename] = buffer.getvalue()
+    except Exception as err:  # BadZipFile, refused unpickling, a foreign entry
+        raise ArtefactError(f"{source}: not a readable SB3 model file ({err})") from None
+    with atomic_path(target) as tmp, zipfile.ZipFile(tmp, "w") as out:
+        for info, raw in entries:
+            out.writestr(info, slim.get(info.filename, raw))
+    return target.stat().st_size
+
+
 def logger_state(logger: Logger) -> dict[str, Any]:
     """The values an SB3 ``Logger`` recorded since its last ``dump`` (numbers only: text,
     images and videos are not metrics), with their ``record_mean`` counts and exclusions.
