@@ -15,9 +15,6 @@ RESULTS = Path(__file__).parents[1] / "results"
 # Committed before run folders kept their weights; issue 51 trains them again with their own
 # commands. A folder leaves this list when its weights arrive (the test then says so).
 WITHOUT_WEIGHTS = {
-    "atari_nonlocal/Pong-fc/0-20261123-065712",
-    "atari_nonlocal/Pong-fc/1-20261123-173830",
-    "atari_nonlocal/Pong-fc/2-20261123-184940",
     "atariari/Pong-4L-acnn/0-20261124-051316",
     "atariari/Pong-4L-acnn/1-20261124-193849",
     "atariari/Pong-4L-acnn/2-20261124-221341",
