@@ -15,8 +15,6 @@ RESULTS = Path(__file__).parents[1] / "results"
 # Committed before run folders kept their weights; issue 51 trains them again with their own
 # commands. A folder leaves this list when its weights arrive (the test then says so).
 WITHOUT_WEIGHTS = {
-    "atariari/Pong-4L-acnn/0-20261124-051316",
-    "atariari/Pong-4L-acnn/1-20261124-193849",
     "atariari/Pong-4L-acnn/2-20261124-221341",
 }
 
