@@ -103,6 +103,18 @@ def test_show_lists_the_defaults_of_keys_the_config_leaves_out(
     assert not any(line.startswith("#   population:") for line in comments)  # the config's
 
 
+def test_show_a_run_folder_names_the_budget_and_cell_it_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the folder's config.yml is resolved (no budgets, no matrix): status.json says from what
+    body = {**CARTPOLE, "matrix": {"gamma": [0.9]}, "budgets": {"cpu": {"n_timesteps": 32}}}
+    run = zoo.train(write_config(tmp_path, "cartpole", body), budget="cpu", root=tmp_path)
+    assert main(["show", str(run.path)]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.startswith(f"# cartpole/{run.config.tag} (budget cpu), resolved by attn-zoo")
+    assert run.config.tag
+
+
 def test_closed_pipe_stops_quietly() -> None:
     # `attn-zoo show ... | head -1` where the reader has already left: stdout is a pipe whose
     # read end is closed before the command starts, so its first write meets a closed pipe

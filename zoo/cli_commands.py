@@ -46,6 +46,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     budget = _budget(args.name, args.budget)
     runs = load_runs(args.name, budget=budget, overrides=parse_overrides(args.set))
+    folder = Path(args.name)
+    if folder.is_dir():  # a run folder: its header names the budget and cell it ran
+        from zoo.runs import Run, from_status
+
+        status = Run(folder, runs[0]).status
+        for run in runs:
+            from_status(status, run)
     with quiet_native_stderr():  # an emulator's banner is no part of a config
         for run in runs[: args.limit]:
             get_trainer(run.algo).probe(run)  # as `train` checks it: env and model built once

@@ -361,12 +361,16 @@ def load(path: str | Path) -> Run:
         if path.is_dir() and RunLock.abandoned(path):
             hint = " (a start cut before its first file; `train NAME --run-dir` takes it over)"
         raise FileNotFoundError(f"{path} is not a run folder: it has no config.yml{hint}")
-    run = load_runs(path / "config.yml")[0]
-    handle = Run(path, run)
-    # config.yml is the resolved config; the budget and cell it came from are in status.json.
-    run.budget = handle.status.get("budget", run.budget)
-    run.tag = handle.status.get("tag", run.tag)
+    handle = Run(path, load_runs(path / "config.yml")[0])
+    from_status(handle.status, handle.config)
     return handle
+
+
+def from_status(status: Mapping[str, Any], run: RunConfig) -> None:
+    """Give ``run``, resolved from a run folder's ``config.yml``, the budget and cell it was
+    resolved from: the resolved file keeps neither, the folder's ``status.json`` says them."""
+    run.budget = status.get("budget", run.budget)
+    run.tag = status.get("tag", run.tag)
 
 
 def _policy_mode(mode: str | float) -> str | float:
