@@ -12,12 +12,6 @@ from zoo.trainers.contract import EpisodeTrainer
 
 RESULTS = Path(__file__).parents[1] / "results"
 
-# Committed before run folders kept their weights; issue 51 trains them again with their own
-# commands. A folder leaves this list when its weights arrive (the test then says so).
-WITHOUT_WEIGHTS = {
-    "atariari/Pong-4L-acnn/2-20261124-221341",
-}
-
 
 def _weights(folder: Path) -> Path:
     """The file the folder's trainer reads its trained model from."""
@@ -44,5 +38,4 @@ def test_every_committed_run_folder_loads_and_holds_its_weights() -> None:
                 missing.add(name)
         except FileNotFoundError:
             missing.add(name)
-    assert not missing - WITHOUT_WEIGHTS, f"committed without weights: {missing - WITHOUT_WEIGHTS}"
-    assert not WITHOUT_WEIGHTS - missing, f"now with weights, drop: {WITHOUT_WEIGHTS - missing}"
+    assert not missing, f"committed without weights: {sorted(missing)}"
