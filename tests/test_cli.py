@@ -42,7 +42,7 @@ def write_config(tmp_path: Path, name: str, body: dict[str, Any]) -> Path:
 
 def yaml_documents(text: str) -> list[dict[str, Any]]:
     """The YAML configs ``show`` printed (each starts with a ``# name (budget ...)`` line)."""
-    defaults = ("#   ", "# defaults of the keys")  # the comment block under each run
+    defaults = ("#   ", "# defaults of the keys", "# this folder:")  # comments under a run
     text = "\n".join(line for line in text.splitlines() if not line.startswith(defaults))
     chunks = [c for c in text.split("\n# ") if c.strip() and not c.startswith("# ...")]
     return [yaml.safe_load(chunk.split("\n", 1)[1]) for chunk in chunks]
@@ -113,6 +113,36 @@ def test_show_a_run_folder_names_the_budget_and_cell_it_ran(
     header = capsys.readouterr().out.splitlines()[0]
     assert header.startswith(f"# cartpole/{run.config.tag} (budget cpu), resolved by attn-zoo")
     assert run.config.tag
+
+
+def test_show_opens_a_run_folder_whose_warm_start_is_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a committed folder's `init` may name a run on another machine: the trained folder opens
+    first = zoo.train("cartpole_fnn", budget="smoke", root=tmp_path / "a")
+    run = zoo.train(
+        "cartpole_fnn", budget="smoke", overrides={"init": str(first.path)}, root=tmp_path / "b"
+    )
+    shutil.rmtree(first.path)
+    assert main(["show", str(run.path)]) == 0
+    out = capsys.readouterr().out
+    assert f"\n# this folder:\n#   init: {first.path} is not here (read when the run trained" in out
+    assert "holds no trained model" not in out
+    assert yaml_documents(out)[0]["cartpole_fnn"]["init"] == str(first.path)
+
+    # weights that do not fit the config: the folder does not open (one line, exit 2)
+    config = run.path / "config.yml"
+    config.write_text(config.read_text().replace("hidden: 16", "hidden: 8"))
+    assert main(["show", str(run.path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "does not fit" in err
+
+    # no weights at all (an imported agent is committed without them): shown, and said
+    config.write_text(config.read_text().replace("hidden: 8", "hidden: 16"))
+    for name in ("model.pt", "best_model.pt"):
+        (run.path / name).unlink()
+    assert main(["show", str(run.path)]) == 0
+    assert "#   " + f"{run.path} holds no trained model" in capsys.readouterr().out
 
 
 def test_closed_pipe_stops_quietly() -> None:

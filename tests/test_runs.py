@@ -349,6 +349,23 @@ def test_load_needs_a_run_folder(tmp_path: Path) -> None:
         zoo.load(tmp_path)
 
 
+def test_absent_sources_names_the_warm_start_and_teacher_paths_not_here(tmp_path: Path) -> None:
+    from zoo.config import EvalConfig, RunConfig
+    from zoo.runs import absent_sources
+
+    def run(**body: Any) -> RunConfig:
+        return RunConfig("bc", "", "full", {"algo": "bc", **body}, EvalConfig())
+
+    here = tmp_path / "teacher_run"
+    here.mkdir()
+    gone = str(tmp_path / "gone")
+    assert absent_sources(run(init=gone, teacher=str(here))) == {"init": gone}
+    assert absent_sources(run(init="weights.pt")) == {"init": "weights.pt"}
+    # an experiment trained with the run and an import path are not paths
+    assert absent_sources(run(teacher={"experiment": "cartpole_fnn"})) == {}
+    assert absent_sources(run(teacher="zoo.scripted:pong_teacher")) == {}
+
+
 # --- matrices ---------------------------------------------------------------------------------
 
 GRID = {

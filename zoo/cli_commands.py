@@ -40,30 +40,53 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``attn-zoo show``: an experiment's resolved runs as YAML, each checked as ``train``
-    checks it."""
+    checks it; a run folder's config, the folder opened as ``evaluate`` opens it."""
     from zoo.trainers import get_trainer
     from zoo.trainers.keys import defaults_comment
 
     budget = _budget(args.name, args.budget)
     runs = load_runs(args.name, budget=budget, overrides=parse_overrides(args.set))
     folder = Path(args.name)
-    if folder.is_dir():  # a run folder: its header names the budget and cell it ran
-        from zoo.runs import Run, from_status
-
-        status = Run(folder, runs[0]).status
-        for run in runs:
-            from_status(status, run)
-    with quiet_native_stderr():  # an emulator's banner is no part of a config
-        for run in runs[: args.limit]:
-            get_trainer(run.algo).probe(run)  # as `train` checks it: env and model built once
+    notes: list[str] = []
+    if folder.is_dir():
+        notes = _open_run_folder(folder, runs)
+    else:
+        with quiet_native_stderr():  # an emulator's banner is no part of a config
+            for run in runs[: args.limit]:
+                get_trainer(run.algo).probe(run)  # as `train` checks it: env and model built
     for run in runs[: args.limit]:
         print(run.to_yaml())
         defaults = defaults_comment(get_trainer(run.algo).config_model, run)
         if defaults:
             print(defaults)
+    if notes:
+        print("\n".join(["# this folder:", *(f"#   {note}" for note in notes)]))
     if len(runs) > args.limit:
         print(f"# ... and {len(runs) - args.limit} more runs ({len(runs)} in all)")
     return 0
+
+
+def _open_run_folder(folder: Path, runs: list[RunConfig]) -> list[str]:
+    """Open a run folder as ``evaluate`` opens it, not as ``train`` would start it: the header
+    names the budget and cell it ran (``status.json``) and its trained model is built from its
+    weights (tensors only; weights that do not fit the config are an error). Returns notes: a
+    warm start or teacher that is not here (training read it, showing does not) and missing
+    weights (an imported agent is committed without the authors')."""
+    from zoo.runs import Run, absent_sources, from_status
+
+    status = Run(folder, runs[0]).status
+    for run in runs:
+        from_status(status, run)
+    notes = [
+        f"{key}: {value} is not here (read when the run trained; not needed to show or evaluate it)"
+        for key, value in absent_sources(runs[0]).items()
+    ]
+    try:
+        with quiet_native_stderr():
+            Run(folder, runs[0]).model()
+    except FileNotFoundError as err:
+        notes.append(str(err))
+    return notes
 
 
 def _run_size(run: RunConfig) -> tuple[int, str]:

@@ -373,6 +373,27 @@ def from_status(status: Mapping[str, Any], run: RunConfig) -> None:
     run.tag = status.get("tag", run.tag)
 
 
+SOURCE_KEYS = ("init", "teacher")
+"""The keys naming what a run read once when it trained: its warm start and its teacher."""
+
+
+def absent_sources(run: RunConfig) -> dict[str, str]:
+    """The ``init`` and ``teacher`` paths of ``run`` that are not here (a run folder from
+    another machine, or one whose warm start lived in a git-ignored ``runs/``): training read
+    them; showing, loading and evaluating the trained folder do not. Experiments trained with
+    the run (``{experiment: NAME}``) and import paths (``package.module:function``) are
+    not paths, so never absent."""
+    absent = {}
+    for key in SOURCE_KEYS:
+        value = run.body.get(key)
+        if not isinstance(value, str):
+            continue
+        looks_like_path = "/" in value or os.sep in value or Path(value).suffix in (".zip", ".pt")
+        if looks_like_path and not Path(value).exists():
+            absent[key] = value
+    return absent
+
+
 def _policy_mode(mode: str | float) -> str | float:
     """``"deterministic"``, ``"stochastic"``, or an ε given as a number or its text."""
     if isinstance(mode, str) and mode not in ("deterministic", "stochastic"):
