@@ -74,16 +74,17 @@ def _open_run_folder(folder: Path, runs: list[RunConfig]) -> list[str]:
     weights (an imported agent is committed without the authors')."""
     from zoo.runs import Run, absent_sources, from_status
 
-    status = Run(folder, runs[0]).status
+    handle = Run(folder, runs[0])
+    status = handle.status
     for run in runs:
         from_status(status, run)
     notes = [
         f"{key}: {value} is not here (read when the run trained; not needed to show or evaluate it)"
-        for key, value in absent_sources(runs[0]).items()
+        for key, value in absent_sources(handle.config).items()
     ]
     try:
         with quiet_native_stderr():
-            Run(folder, runs[0]).model()
+            handle.model()
     except FileNotFoundError as err:
         notes.append(str(err))
     return notes
