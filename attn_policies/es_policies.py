@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from attn_policies._es_support import FlatParameters
 from attn_policies.attention_neuron import AttentionNeuron, NeuronState, zero_rows
 from attn_policies.checks import require_sizes
+from attn_policies.neuron_kernels import NeuronWeights
 
 __all__ = ["AttentionNeuronPolicy", "FNNPolicy", "PolicyState"]
 
@@ -129,6 +131,30 @@ class AttentionNeuronPolicy(FlatParameters, nn.Module):
                 head += [params[f"head.{i}.weight"].transpose(1, 2), params[f"head.{i}.bias"]]
         w_obs, w_act = w_ih[:, 0].contiguous(), w_ih[:, 1:].contiguous()
         return (w_obs, w_act, bias, w_hh.contiguous(), scores, score_bias, *head)
+
+    def kernel_weights(self, params: dict[str, Tensor]) -> NeuronWeights:
+        """:meth:`population_weights` laid out for the compiled step
+        (:func:`attn_policies.neuron_kernels.population_step`): float32 numpy, the folded
+        queries and the head weights transposed so the kernel's wide loops are contiguous."""
+        w_obs, w_act, bias, w_hh, scores, score_bias, *head = (
+            w.detach().to(torch.float32) for w in self.population_weights(params)
+        )
+
+        def arr(t: Tensor) -> np.ndarray:
+            return np.ascontiguousarray(t.numpy())
+
+        return NeuronWeights(
+            w_obs=arr(w_obs),
+            w_act=arr(w_act),
+            bias=arr(bias),
+            w_hh=arr(w_hh),
+            queries_t=arr(scores.transpose(1, 2)),
+            score_bias=arr(score_bias[..., 0]),
+            head_w=tuple(arr(w.transpose(1, 2)) for w in head[::2]),  # (P, out, in)
+            head_b=tuple(arr(b) for b in head[1::2]),
+            output_scale=float(self.neuron.output_scale),
+            softmax=self.neuron.attention == "softmax",
+        )
 
     def population_step(
         self, weights: tuple[Tensor, ...], obs: Tensor, state: tuple[Tensor, ...] | None

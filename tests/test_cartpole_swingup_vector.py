@@ -11,8 +11,15 @@ from gymnasium.vector import AutoresetMode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attn_envs.envs.cartpole_swingup import CartPoleSwingUpEnv, sample_initial_states
-from attn_envs.envs.cartpole_swingup_vector import CartPoleSwingUpVectorEnv
+from attn_envs.envs.cartpole_swingup import (
+    CartPoleSwingUpEnv,
+    sample_initial_states,
+    swingup_dynamics,
+    swingup_observation,
+    swingup_reward,
+    swingup_trig,
+)
+from attn_envs.envs.cartpole_swingup_vector import CartPoleSwingUpVectorEnv, advance_copies
 
 # --- (b) batched vs single ---------------------------------------------------------------------
 
@@ -160,6 +167,30 @@ def test_one_batched_step_equals_single_steps(states, data) -> None:
         o, r, te, tr, _ = env.step([actions[i]])
         np.testing.assert_array_equal(obs[i], o)
         assert (rew[i], term[i], trunc[i]) == (r, te, tr)
+
+
+def test_compiled_step_is_the_numpy_physics_to_the_bit() -> None:
+    """advance_copies (the env's compiled step) gives swingup_dynamics' float64 state, and the
+    trig, reward and observation of it, bit for bit, and leaves the other copies alone."""
+    rng = np.random.default_rng(0)
+    n = 100_000
+    state = np.stack(
+        [rng.uniform(-3, 3, n), rng.normal(0, 10, n), rng.uniform(-40, 40, n), rng.normal(0, 15, n)]
+    )
+    actions = rng.normal(0, 1.5, n)
+    stepping = rng.random(n) < 0.8
+    trig = swingup_trig(state)
+    obs = swingup_observation(state, trig)
+    new, new_trig, new_obs, rewards = state.copy(), trig.copy(), obs.copy(), np.zeros(n)
+    advance_copies(new, new_trig, new_obs, rewards, actions, stepping)
+    ref = swingup_dynamics(state, actions)
+    np.testing.assert_array_equal(new[:, stepping], ref[:, stepping])
+    np.testing.assert_array_equal(new_trig[:, stepping], swingup_trig(ref)[:, stepping])
+    np.testing.assert_array_equal(rewards[stepping], swingup_reward(ref)[stepping])
+    np.testing.assert_array_equal(new_obs[stepping], swingup_observation(ref)[stepping])
+    np.testing.assert_array_equal(new[:, ~stepping], state[:, ~stepping])
+    np.testing.assert_array_equal(new_obs[~stepping], obs[~stepping])
+    assert (rewards[~stepping] == 0).all()
 
 
 # --- (c) reset distributions -------------------------------------------------------------------

@@ -61,6 +61,7 @@ __all__ = [
     "swingup_observation",
     "swingup_observation_space",
     "swingup_reward",
+    "swingup_trig",
 ]
 
 GRAVITY = 9.82
@@ -83,13 +84,24 @@ FloatArray = NDArray[np.float64]
 Float32Space = spaces.Space[NDArray[np.float32]]
 
 
-def swingup_dynamics(state: FloatArray, action: ArrayLike) -> FloatArray:
+def swingup_trig(state: FloatArray) -> FloatArray:
+    """``[sin θ, cos θ]`` of states ``(4, *batch)``, shape ``(2, *batch)``: what the physics,
+    the reward and the observation of a state share, so a batched env computes it once."""
+    theta = state[2]
+    return np.stack((np.sin(theta), np.cos(theta)))
+
+
+def swingup_dynamics(
+    state: FloatArray, action: ArrayLike, trig: FloatArray | None = None
+) -> FloatArray:
     """Advance ``state`` by one step of the original semi-implicit Euler scheme.
 
     Args:
         state: ``[x, x_dot, theta, theta_dot]`` along the FIRST axis, shape ``(4, *batch)``.
         action: Normalised force, shape ``batch``; clipped to ``[-1, 1]``, scaled by
             ``FORCE_MAG``.
+        trig: ``swingup_trig(state)`` when the caller has it (the same numbers; a batched
+            env keeps them from the last observation instead of taking sin and cos again).
 
     Returns:
         The next state, shape ``(4, *batch)``, float64.
@@ -102,8 +114,7 @@ def swingup_dynamics(state: FloatArray, action: ArrayLike) -> FloatArray:
     """
     x, x_dot, theta, theta_dot = state
     force = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0) * FORCE_MAG
-    s = np.sin(theta)
-    c = np.cos(theta)
+    s, c = swingup_trig(state) if trig is None else trig
     # Same expression order as the original so a plain-float reference agrees to the last bit.
     xdot_update = (
         -2 * _M_P_L * (theta_dot**2) * s
@@ -126,8 +137,9 @@ def swingup_dynamics(state: FloatArray, action: ArrayLike) -> FloatArray:
     )
 
 
-def swingup_reward(state: FloatArray) -> FloatArray:
-    """``((cos θ + 1) / 2) · cos((x / X_THRESHOLD) · π / 2)`` for states ``(4, *batch)``.
+def swingup_reward(state: FloatArray, trig: FloatArray | None = None) -> FloatArray:
+    """``((cos θ + 1) / 2) · cos((x / X_THRESHOLD) · π / 2)`` for states ``(4, *batch)``
+    (``trig``: ``swingup_trig(state)`` when the caller has it).
 
     Example:
         >>> float(swingup_reward(np.zeros(4)))  # upright and centred
@@ -135,12 +147,14 @@ def swingup_reward(state: FloatArray) -> FloatArray:
         >>> swingup_reward(np.zeros((4, 2))).shape
         (2,)
     """
-    x, theta = state[0], state[2]
-    return ((np.cos(theta) + 1.0) / 2.0) * np.cos((x / X_THRESHOLD) * (np.pi / 2.0))
+    x = state[0]
+    cos_theta = np.cos(state[2]) if trig is None else trig[1]
+    return ((cos_theta + 1.0) / 2.0) * np.cos((x / X_THRESHOLD) * (np.pi / 2.0))
 
 
-def swingup_observation(state: FloatArray) -> NDArray[np.float32]:
-    """``[x, x_dot, cos θ, sin θ, theta_dot]`` as float32, shape ``(*batch, 5)``.
+def swingup_observation(state: FloatArray, trig: FloatArray | None = None) -> NDArray[np.float32]:
+    """``[x, x_dot, cos θ, sin θ, theta_dot]`` as float32, shape ``(*batch, 5)``
+    (``trig``: ``swingup_trig(state)`` when the caller has it).
 
     Example:
         >>> swingup_observation(np.zeros((4, 3))).shape
@@ -148,8 +162,9 @@ def swingup_observation(state: FloatArray) -> NDArray[np.float32]:
         >>> swingup_observation(np.zeros(4)).tolist()
         [0.0, 0.0, 1.0, 0.0, 0.0]
     """
-    x, x_dot, theta, theta_dot = state
-    obs = np.stack((x, x_dot, np.cos(theta), np.sin(theta), theta_dot), axis=-1)
+    x, x_dot, _, theta_dot = state
+    sin_theta, cos_theta = swingup_trig(state) if trig is None else trig
+    obs = np.stack((x, x_dot, cos_theta, sin_theta, theta_dot), axis=-1)
     return obs.astype(np.float32)
 
 

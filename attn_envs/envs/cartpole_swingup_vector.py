@@ -10,6 +10,7 @@ evaluator steps thousands of them in one numpy call.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,10 +19,18 @@ from gymnasium.error import ResetNeeded
 from gymnasium.utils.seeding import np_random
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
+from numba import njit
 from numpy.typing import ArrayLike, NDArray
 
 from attn_envs._spaces import require_integral
 from attn_envs.envs.cartpole_swingup import (
+    DT,
+    FORCE_MAG,
+    FRICTION,
+    GRAVITY,
+    MASS_CART,
+    MASS_POLE,
+    POLE_LENGTH,
     X_THRESHOLD,
     FloatArray,
     check_probability,
@@ -30,13 +39,61 @@ from attn_envs.envs.cartpole_swingup import (
     draw_starts,
     state_option,
     swingup_action_space,
-    swingup_dynamics,
     swingup_observation,
     swingup_observation_space,
     swingup_reward,
+    swingup_trig,
 )
 
-__all__ = ["CartPoleSwingUpVectorEnv"]
+__all__ = ["CartPoleSwingUpVectorEnv", "advance_copies"]
+
+_FORCE_MAG, _FRICTION, _MASS_POLE, _GRAVITY = FORCE_MAG, FRICTION, MASS_POLE, GRAVITY
+_DT, _X_THRESHOLD, _HALF_PI = DT, X_THRESHOLD, np.pi / 2.0
+_TOTAL, _M_P_L_ = MASS_CART + MASS_POLE, MASS_POLE * POLE_LENGTH
+
+
+@njit(cache=True)
+def advance_copies(
+    state: FloatArray,
+    trig: FloatArray,
+    obs: NDArray[np.float32],
+    rewards: FloatArray,
+    actions: FloatArray,
+    stepping: NDArray[np.bool_],
+) -> None:
+    """One step of the copies where ``stepping`` is True, in place: state ``(4, B)``, its
+    ``[sin θ, cos θ]`` ``(2, B)``, observation ``(B, 5)`` and reward ``(B,)``.
+
+    The same numbers, bit for bit, as :func:`swingup_dynamics`, :func:`swingup_trig`,
+    :func:`swingup_reward` and :func:`swingup_observation` (tested): the same IEEE operations
+    in the same order, no fast-math, and ``math.sin``/``math.cos`` are the C library's, as
+    numpy's float64 ``sin``/``cos`` are here. In one compiled pass instead of some thirty
+    numpy calls over gathered rows, which took a third of an ES rollout's time.
+    """
+    for i in range(state.shape[1]):
+        if not stepping[i]:
+            continue
+        x, x_dot, theta, theta_dot = state[0, i], state[1, i], state[2, i], state[3, i]
+        force = min(max(actions[i], -1.0), 1.0) * _FORCE_MAG
+        s, c = trig[0, i], trig[1, i]
+        xdot_update = (
+            -2 * _M_P_L_ * (theta_dot * theta_dot) * s
+            + 3 * _MASS_POLE * _GRAVITY * s * c
+            + 4 * force
+            - 4 * _FRICTION * x_dot
+        ) / (4 * _TOTAL - 3 * _MASS_POLE * (c * c))
+        thetadot_update = (
+            -3 * _M_P_L_ * (theta_dot * theta_dot) * s * c
+            + 6 * _TOTAL * _GRAVITY * s
+            + 6 * (force - _FRICTION * x_dot) * c
+        ) / (4 * POLE_LENGTH * _TOTAL - 3 * _M_P_L_ * (c * c))
+        x, x_dot = x + x_dot * _DT, x_dot + xdot_update * _DT
+        theta, theta_dot = theta + theta_dot * _DT, theta_dot + thetadot_update * _DT
+        s, c = math.sin(theta), math.cos(theta)
+        state[0, i], state[1, i], state[2, i], state[3, i] = x, x_dot, theta, theta_dot
+        trig[0, i], trig[1, i] = s, c
+        rewards[i] = ((c + 1.0) / 2.0) * math.cos((x / _X_THRESHOLD) * _HALF_PI)
+        obs[i, 0], obs[i, 1], obs[i, 2], obs[i, 3], obs[i, 4] = x, x_dot, c, s, theta_dot
 
 
 class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32], np.ndarray]):
@@ -113,6 +170,10 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._state: FloatArray | None = None  # (4, B): contiguous rows for the physics
+        # sin θ, cos θ of _state, (2, B): the next step's physics needs the numbers this
+        # observation took, so each step evaluates sin and cos once (np.sin on 4096 float64
+        # is ~45 µs; it was half an ES rollout's env time).
+        self._trig: FloatArray | None = None
         self._obs = np.zeros((self.num_envs, 5), dtype=np.float32)  # last observation
         self.steps = np.zeros(self.num_envs, dtype=np.int64)
         self.done = np.zeros(self.num_envs, dtype=np.bool_)
@@ -160,7 +221,8 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         # Rebind rather than write in place, as step() does: arrays handed out stay snapshots.
         self.steps = np.where(mask, 0, self.steps)
         self.done = self.done & ~mask
-        self._obs = swingup_observation(self._state)
+        self._trig = swingup_trig(self._state)
+        self._obs = swingup_observation(self._state, self._trig)
         return self._obs.copy(), {}
 
     def step(
@@ -178,38 +240,28 @@ class CartPoleSwingUpVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.float32
         ended = self.done
         live = ~ended
         a = a.reshape(self.num_envs)
-        if self.autoreset:
-            state = swingup_dynamics(self._state, a)
-            self.steps += 1
-            rewards = np.where(live, swingup_reward(state), 0.0)
-            obs = None
-        else:
-            # Frozen copies are not stepped: an ES generation soon has most copies ended.
-            # The maths is elementwise, so a copy's result does not depend on the others.
-            idx = np.flatnonzero(live)
-            state = self._state.copy()
-            rewards = np.zeros(self.num_envs)
-            obs = self._obs.copy()
-            if idx.size:
-                new = swingup_dynamics(self._state[:, idx], a[idx])
-                state[:, idx] = new
-                rewards[idx] = swingup_reward(new)
-                obs[idx] = swingup_observation(new)
-            self.steps += live
+        assert self._trig is not None and self._obs is not None  # set by reset()
+        # autoreset steps every copy (the ended ones are reset below); frozen copies are
+        # not stepped, so their state, trig and observation stay as they were.
+        stepping = np.ones(self.num_envs, dtype=np.bool_) if self.autoreset else live
+        state, trig, obs = self._state.copy(), self._trig.copy(), self._obs.copy()
+        rewards = np.zeros(self.num_envs)
+        advance_copies(state, trig, obs, rewards, a, stepping)
+        rewards = np.where(live, rewards, 0.0)
+        self.steps += stepping
         terminations = live & (np.abs(state[0]) > X_THRESHOLD)
         truncations = live & (self.steps >= self.max_episode_steps)
         if self.autoreset:
             idx = np.flatnonzero(ended)
             if idx.size:
                 state[:, idx] = self._starts(self.np_random, idx.size).T
+                trig[:, idx] = swingup_trig(state[:, idx])
+                obs[idx] = swingup_observation(state[:, idx], trig[:, idx])
                 self.steps[idx] = 0
             self.done = terminations | truncations
         else:
             self.done = ended | terminations | truncations
-        self._state = state
-        if obs is None:
-            obs = swingup_observation(state)
-        self._obs = obs
+        self._state, self._trig, self._obs = state, trig, obs
         return obs.copy(), rewards, terminations, truncations, {}
 
     def _reset_mask(self, options: dict[str, Any] | None) -> NDArray[np.bool_]:
