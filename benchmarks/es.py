@@ -39,6 +39,13 @@ comparison. How far the batched step is from the machine: the policy's FLOPs per
 matmul measured here (1 and 2 threads). A ``late generation`` row times both paths on a
 trained population (``--late-model`` + 0.02 noise), where most episodes run all 1000 steps,
 so its live-step rate is the one a long training run sees.
+
+``--neuron-only`` refreshes one key, ``neuron_es``: a trained generation (``--neuron-model``, the
+E3 recipe's best model, plus ``--neuron-noise`` 0.01 noise: episodes mostly run long), timed
+with the evaluator as it ships (the compiled AttentionNeuron step and env) and as it was at
+``--neuron-before`` (a commit checked out in a git worktree whose packages the timed process
+imports first), in turns, one process and one thread each; ``speedup_neuron_es`` is after /
+before in live agent-steps/s, with the FLOP/s achieved against this machine's matmul peak.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -313,6 +321,93 @@ def time_late_generation(args: argparse.Namespace, spec: RolloutSpec) -> dict[st
     return {"model": str(args.late_model), "noise": 0.02, "cases": cases}
 
 
+#: The recipe's trained E3 agent (seed 0's last stage) and the commit before the compiled step.
+NEURON_MODEL = HERE.parent / "results/cartpole_pi/recipe/0-20261128-094056/stages/7_tune_last"
+NEURON_BEFORE = "c71eeba"
+
+
+def time_trained_generation(model: Path, noise: float, args: argparse.Namespace) -> dict:
+    """One timed generation of ``model``'s neighbourhood with this process's packages (after a
+    warm-up one): seconds, live steps, returns. Only API both sides have is used."""
+    torch.set_num_threads(1)
+    policy = POLICY()
+    policy.load_state_dict(torch.load(model, map_location="cpu", weights_only=True))
+    x = policy.get_flat_parameters().numpy()
+    rng = np.random.default_rng(args.seed)
+    solutions = (x + noise * rng.standard_normal((args.population, x.size))).astype(np.float32)
+    seeds = rng.integers(0, 2**31 - 1, args.repeats).tolist()
+    evaluator = BatchedEvaluator(make_spec(args.steps))
+    evaluator.evaluate(solutions[:4], seeds[:2])  # warm-up: compilation, allocations
+    start = time.perf_counter()
+    returns = evaluator.evaluate(solutions, seeds)
+    seconds = time.perf_counter() - start
+    live = int(evaluator.last_lengths.sum())
+    import attn_policies  # which checkout this process runs
+
+    return {
+        "seconds": seconds,
+        "live_env_steps": live,
+        "live_env_steps_per_s": live / seconds,
+        "full_length_share": float((evaluator.last_lengths == args.steps).mean()),
+        "fitness_mean": float(returns.mean()),
+        "code": str(Path(attn_policies.__file__).parent.parent),
+    }
+
+
+def neuron_speedup(args: argparse.Namespace) -> dict[str, Any]:
+    """``neuron_es``: the trained generation before (:data:`NEURON_BEFORE`) and after, in turns."""
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    child = [sys.executable, "-P", str(Path(__file__).resolve()), "--neuron-child"]
+    child += ["--neuron-model", str(args.neuron_model), "--neuron-noise", str(args.neuron_noise)]
+    child += ["--population", str(args.population), "--repeats", str(args.repeats)]
+    child += ["--steps", str(args.steps), "--seed", str(args.seed)]
+    with tempfile.TemporaryDirectory() as tmp:
+        before = str(Path(tmp) / "before")
+        git = ["git", "-C", str(HERE.parent), "worktree"]
+        subprocess.run([*git, "add", "-q", "--detach", before, args.neuron_before], check=True)
+        try:
+            for r in range(args.rounds):
+                for name, code in (("before", before), ("after", None)):
+                    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+                    if code is not None:
+                        env["PYTHONPATH"] = os.pathsep.join(
+                            p for p in (code, env.get("PYTHONPATH", "")) if p
+                        )
+                    out = subprocess.run(child, env=env, check=True, capture_output=True, text=True)
+                    row = json.loads(out.stdout.strip().splitlines()[-1])
+                    if (code is not None) != row["code"].startswith(before):
+                        raise RuntimeError(f"{name} imported the packages of {row['code']}")
+                    runs[name].append({**row, "load_average_1min": os.getloadavg()[0]})
+                    rate = row["live_env_steps_per_s"]
+                    print(f"round {r} {name:6s} {row['seconds']:7.2f} s {rate:12,.0f} live/s")
+        finally:
+            subprocess.run([*git, "remove", "--force", before], check=True)
+    rates = {
+        k: statistics.median(r["live_env_steps_per_s"] for r in rows) for k, rows in runs.items()
+    }
+    flops = policy_flops()["total"]
+    peak = matmul_flops(1)
+    achieved = rates["after"] * flops
+    return {
+        "what": "one CMA-ES generation of E3's trained agent, torch 1 thread, one process each",
+        "model": str(args.neuron_model.relative_to(HERE.parent)),
+        "noise": args.neuron_noise,
+        "population": args.population,
+        "repeats": args.repeats,
+        "steps": args.steps,
+        "before_commit": args.neuron_before,
+        "changed": "compiled AttentionNeuron population step (attn_policies.neuron_kernels) "
+        "and CartPoleSwingUpVectorEnv's compiled step (advance_copies)",
+        "live_env_steps_per_s": rates,
+        "speedup_neuron_es": round(rates["after"] / rates["before"], 3),
+        "policy_flops_per_live_step": flops,
+        "matmul_flops_per_s_1_thread": peak,
+        "achieved_flops_per_s_after": achieved,
+        "share_of_matmul_peak_after": achieved / peak,
+        "runs": runs,
+    }
+
+
 def plot(rates: dict[str, float], title: str, path: Path) -> None:
     labels = list(rates)
     fig = new_figure(7, 0.5 * len(labels) + 1.2, layout="tight")
@@ -355,6 +450,13 @@ def parse_args() -> argparse.Namespace:
         help="only time the population and vmap paths (1 thread, interleaved), print, exit",
     )
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--neuron-only", action="store_true", help="refresh neuron_es (before/after) only"
+    )
+    parser.add_argument("--neuron-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--neuron-model", type=Path, default=NEURON_MODEL / "best_model.pt")
+    parser.add_argument("--neuron-noise", type=float, default=0.01)
+    parser.add_argument("--neuron-before", default=NEURON_BEFORE)
     parser.add_argument(
         "--late-model",
         type=Path,
@@ -517,6 +619,17 @@ def main() -> None:
         return
     if args.ab:
         ab_paths(args, make_spec(args.steps))
+        return
+    if args.neuron_child:
+        print(json.dumps(time_trained_generation(args.neuron_model, args.neuron_noise, args)))
+        return
+    if args.neuron_only:
+        path = args.out / "es.json"
+        neuron = neuron_speedup(args)
+        old = json.loads(path.read_text()) if path.exists() else {}
+        top = {"speedup_neuron_es": neuron["speedup_neuron_es"]}
+        path.write_text(json.dumps({**old, **top, "neuron_es": neuron}, indent=2) + "\n")
+        print(json.dumps({k: v for k, v in neuron.items() if k != "runs"}, indent=1))
         return
     load_start = os.getloadavg()
     if load_start[0] > 0.5:
