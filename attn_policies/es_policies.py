@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from attn_policies._es_support import FlatParameters
 from attn_policies.attention_neuron import AttentionNeuron, NeuronState, zero_rows
 from attn_policies.checks import require_sizes
-from attn_policies.neuron_kernels import NeuronWeights
+from attn_policies.neuron_kernels import NeuronWeights, NeuronWindow
 
 __all__ = ["AttentionNeuronPolicy", "FNNPolicy", "PolicyState"]
 
@@ -95,6 +95,70 @@ class AttentionNeuronPolicy(FlatParameters, nn.Module):
         m, keys = self.neuron(obs, state.prev_action, state.keys)
         action = self.head(m)
         return action, PolicyState(keys, action)
+
+    def forward_window(
+        self,
+        obs: Tensor,
+        prev_actions: Tensor,
+        state: PolicyState | None = None,
+        compiled: bool = True,
+    ) -> tuple[Tensor, PolicyState]:
+        """The agent unrolled over a window whose previous actions are given (teacher forcing,
+        as behaviour cloning feeds the recorded actions): ``obs`` ``(T, B, N)``,
+        ``prev_actions`` ``(T, B, A)`` the ``a_{t-1}`` fed at each step (``state``'s own is
+        not used) -> outputs ``(T, B, A)`` and the state after the last step.
+
+        Equals ``T`` calls of :meth:`forward` with ``state.prev_action`` replaced by
+        ``prev_actions[t]``, to float tolerance. ``compiled`` (float32, tanh attention): the
+        whole window forward and backward in compiled code
+        (:class:`~attn_policies.neuron_kernels.NeuronWindow`) rather than ``T`` steps of
+        torch ops; gradients reach the weights only.
+        """
+        steps, rows, n = obs.shape
+        if prev_actions.shape != (steps, rows, self.action_dim):
+            raise ValueError(
+                f"prev_actions must be {(steps, rows, self.action_dim)}, got "
+                f"{tuple(prev_actions.shape)}"
+            )
+        keys = state.keys if state is not None else self.neuron.initial_state(rows, n)
+        fast = (
+            compiled
+            and self.neuron.attention == "tanh"
+            and obs.dtype == torch.float32
+            and self.neuron.query_proj.weight.dtype == torch.float32
+            and not self.neuron.capturing
+        )
+        if not fast:
+            outs = []
+            current = PolicyState(keys, prev_actions[0])
+            for t in range(steps):
+                out, current = self(obs[t], current._replace(prev_action=prev_actions[t]))
+                outs.append(out)
+            return torch.stack(outs), current
+        neuron = self.neuron
+        cell = neuron.key_net
+        q, score_bias = neuron.folded_queries()
+        if score_bias is None:
+            score_bias = q.new_zeros(q.shape[0], 1)
+        head: list[Tensor] = []
+        for layer in self.head:
+            if isinstance(layer, nn.Linear):
+                head += [layer.weight, layer.bias]
+        out, h, c = NeuronWindow.apply(
+            obs,
+            prev_actions,
+            keys.h,
+            keys.c,
+            neuron.output_scale,
+            cell.weight_ih[:, 0],
+            cell.weight_ih[:, 1:].T,
+            cell.bias_ih + cell.bias_hh,
+            cell.weight_hh.T,
+            q.T,
+            score_bias[:, 0],
+            *head,
+        )
+        return out, PolicyState(NeuronState(h, c), out[-1])
 
     # -- population fast path (ES evaluators) ----------------------------------------------
 

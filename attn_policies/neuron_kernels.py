@@ -24,12 +24,21 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+import torch
 from numba import njit
 
-__all__ = ["NeuronWeights", "population_step", "step_kernel", "tanh32", "tanh_array"]
+__all__ = [
+    "NeuronWeights",
+    "NeuronWindow",
+    "population_step",
+    "step_kernel",
+    "tanh32",
+    "tanh_array",
+    "window_kernels",
+]
 
 _CLAMP = np.float32(7.90531110763549805)  # tanh(x) rounds to +-1 in float32 beyond this
 _A1 = np.float32(4.89352455891786e-03)
@@ -257,3 +266,244 @@ def population_step(
         c,
         prev,
     )
+
+
+# -- truncated BPTT through the agent (behaviour cloning) ------------------------------------
+
+
+@functools.cache
+def window_kernels(hid: int, n_act: int) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The compiled forward and backward of :class:`NeuronWindow` for one key-LSTM width and
+    action size (tanh attention; compile-time constants as in :func:`step_kernel`).
+
+    The forward keeps, per step, everything the backward reads: the gate activations, the
+    cell and hidden states, the attention weights, ``m_t`` and each head layer's output, so
+    the backward is one reverse sweep with no recomputation.
+    """
+
+    @njit(fastmath=True, error_model="numpy")
+    def forward(obs, prev, h0, c0, w_obs, w_act, bias, w_hh, queries_t, score_bias, head_w,
+                head_b, output_scale, acts, cs, hs, attn, ms, zs):  # fmt: skip
+        steps, rows, n_inputs = obs.shape
+        gates_n = w_hh.shape[1]
+        m_q = queries_t.shape[1]
+        const = np.empty(gates_n, dtype=np.float32)
+        pre = np.empty(gates_n, dtype=np.float32)
+        post = np.empty(gates_n, dtype=np.float32)
+        for g in range(gates_n):
+            cell = g // hid == 2
+            pre[g] = 1.0 if cell else 0.5
+            post[g] = 0.0 if cell else 0.5
+        for b in range(rows):
+            for n in range(n_inputs):
+                for k in range(hid):
+                    hs[0, b, n, k] = h0[b, n, k]
+                    cs[0, b, n, k] = c0[b, n, k]
+        for t in range(steps):
+            for b in range(rows):
+                for g in range(gates_n):
+                    s = bias[g]
+                    for a in range(n_act):
+                        s += prev[t, b, a] * w_act[a, g]
+                    const[g] = s
+                for n in range(n_inputs):
+                    o_n = obs[t, b, n]
+                    act = acts[t, b, n]
+                    for g in range(gates_n):
+                        s = const[g] + o_n * w_obs[g]
+                        for k in range(hid):
+                            s += hs[t, b, n, k] * w_hh[k, g]
+                        act[g] = tanh32(pre[g] * s) * pre[g] + post[g]
+                    for k in range(hid):
+                        c_k = act[hid + k] * cs[t, b, n, k] + act[k] * act[2 * hid + k]
+                        cs[t + 1, b, n, k] = c_k
+                        hs[t + 1, b, n, k] = act[3 * hid + k] * tanh32(c_k)
+                    for m in range(m_q):
+                        s = score_bias[m]
+                        for k in range(hid):
+                            s += hs[t + 1, b, n, k] * queries_t[k, m]
+                        attn[t, b, n, m] = tanh32(s)
+                x = ms[t, b]
+                for m in range(m_q):
+                    x[m] = 0.0
+                for n in range(n_inputs):
+                    o_n = obs[t, b, n]
+                    for m in range(m_q):
+                        x[m] += attn[t, b, n, m] * o_n
+                for m in range(m_q):
+                    x[m] = tanh32(output_scale * x[m])
+                offset = 0
+                for layer in range(len(head_w)):
+                    w = head_w[layer]
+                    bl = head_b[layer]
+                    out, size = w.shape
+                    z = zs[t, b, offset : offset + out]
+                    for j in range(out):
+                        s = bl[j]
+                        for i in range(size):
+                            s += x[i] * w[j, i]
+                        z[j] = tanh32(s)
+                    x = z
+                    offset += out
+
+    @njit(fastmath=True, error_model="numpy")
+    def backward(d_out, d_hT, d_cT, obs, prev, w_hh, queries_t, head_w,
+                 output_scale, acts, cs, hs, attn, ms, zs, g_obs, g_act, g_bias, g_hh, g_q,
+                 g_sb, g_head_w, g_head_b):  # fmt: skip
+        steps, rows, n_inputs = obs.shape
+        gates_n = w_hh.shape[1]
+        m_q = queries_t.shape[1]
+        n_layers = len(head_w)
+        width = m_q
+        for w in head_w:
+            width = max(width, w.shape[0])
+        dh = np.empty((rows, n_inputs, hid), dtype=np.float32)
+        dc = np.empty((rows, n_inputs, hid), dtype=np.float32)
+        for b in range(rows):
+            for n in range(n_inputs):
+                for k in range(hid):
+                    dh[b, n, k] = d_hT[b, n, k]
+                    dc[b, n, k] = d_cT[b, n, k]
+        dz = np.empty(width, dtype=np.float32)
+        dx = np.empty(width, dtype=np.float32)
+        dpm = np.empty(m_q, dtype=np.float32)
+        dgates = np.empty(gates_n, dtype=np.float32)
+        dgate_sum = np.empty(gates_n, dtype=np.float32)
+        for t in range(steps - 1, -1, -1):
+            for b in range(rows):
+                # the head, last layer first
+                offset = zs.shape[2]
+                size_out = head_w[n_layers - 1].shape[0]
+                for j in range(size_out):
+                    dz[j] = d_out[t, b, j]
+                for layer in range(n_layers - 1, -1, -1):
+                    w = head_w[layer]
+                    out, size = w.shape
+                    offset -= out
+                    gw = g_head_w[layer]
+                    gb = g_head_b[layer]
+                    for j in range(out):
+                        zj = zs[t, b, offset + j]
+                        dz[j] *= 1.0 - zj * zj
+                        gb[j] += dz[j]
+                    for i in range(size):
+                        dx[i] = 0.0
+                    for j in range(out):
+                        dj = dz[j]
+                        for i in range(size):  # the layer's input: m_t or the layer below
+                            xi = ms[t, b, i] if layer == 0 else zs[t, b, offset - size + i]
+                            gw[j, i] += dj * xi
+                            dx[i] += dj * w[j, i]
+                    for i in range(size):
+                        dz[i] = dx[i]
+                for m in range(m_q):  # m_t = tanh(output_scale * sum_n a_nm o_n)
+                    mm = ms[t, b, m]
+                    dpm[m] = dz[m] * (1.0 - mm * mm) * output_scale
+                for g in range(gates_n):
+                    dgate_sum[g] = 0.0
+                for n in range(n_inputs):
+                    o_n = obs[t, b, n]
+                    act = acts[t, b, n]
+                    for k in range(hid):
+                        s = dh[b, n, k]
+                        for m in range(m_q):
+                            a = attn[t, b, n, m]
+                            ds = dpm[m] * o_n * (1.0 - a * a)
+                            g_q[k, m] += ds * hs[t + 1, b, n, k]
+                            s += ds * queries_t[k, m]
+                        dh[b, n, k] = s
+                    for m in range(m_q):
+                        a = attn[t, b, n, m]
+                        g_sb[m] += dpm[m] * o_n * (1.0 - a * a)
+                    for k in range(hid):  # the cell, gate order i, f, g, o
+                        i_k, f_k = act[k], act[hid + k]
+                        g_k, o_k = act[2 * hid + k], act[3 * hid + k]
+                        tc = tanh32(cs[t + 1, b, n, k])
+                        dct = dc[b, n, k] + dh[b, n, k] * o_k * (1.0 - tc * tc)
+                        dgates[k] = dct * g_k * i_k * (1.0 - i_k)
+                        dgates[hid + k] = dct * cs[t, b, n, k] * f_k * (1.0 - f_k)
+                        dgates[2 * hid + k] = dct * i_k * (1.0 - g_k * g_k)
+                        dgates[3 * hid + k] = dh[b, n, k] * tc * o_k * (1.0 - o_k)
+                        dc[b, n, k] = dct * f_k
+                    for g in range(gates_n):
+                        dgate_sum[g] += dgates[g]
+                        g_obs[g] += dgates[g] * o_n
+                    for k in range(hid):
+                        hk = hs[t, b, n, k]
+                        s = np.float32(0.0)
+                        for g in range(gates_n):
+                            g_hh[k, g] += hk * dgates[g]
+                            s += w_hh[k, g] * dgates[g]
+                        dh[b, n, k] = s
+                for g in range(gates_n):
+                    g_bias[g] += dgate_sum[g]
+                    for a in range(n_act):
+                        g_act[a, g] += prev[t, b, a] * dgate_sum[g]
+
+    return forward, backward
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return np.ascontiguousarray(t.detach().to(torch.float32).numpy())
+
+
+class NeuronWindow(torch.autograd.Function):
+    """An AttentionNeuron agent unrolled over a window with given previous actions, forward and
+    backward compiled (:func:`window_kernels`); the weights are the only inputs with
+    gradients. Use it through
+    :meth:`~attn_policies.es_policies.AttentionNeuronPolicy.forward_window`.
+
+    ``apply(obs (T, B, N), prev (T, B, A), h0, c0 (B, N, H), output_scale, w_obs (4H,),
+    w_act (A, 4H), bias (4H,), w_hh (H, 4H), queries_t (H, M), score_bias (M,), *head)``
+    with ``head`` each tanh layer's ``weight (out, in)`` then ``bias (out,)``; returns the
+    outputs ``(T, B, A_out)`` and the final ``h``, ``c``.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        obs: torch.Tensor,
+        prev: torch.Tensor,
+        h0: torch.Tensor,
+        c0: torch.Tensor,
+        output_scale: float,
+        *weights: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        w_obs, w_act, bias, w_hh, queries_t, score_bias, *head = (_np(w) for w in weights)
+        head_w, head_b = tuple(head[::2]), tuple(head[1::2])
+        steps, rows, n = obs.shape
+        hid, m_q = w_hh.shape[0], queries_t.shape[1]
+        forward_k, _ = window_kernels(hid, w_act.shape[0])
+        saved = {
+            "acts": np.empty((steps, rows, n, 4 * hid), np.float32),
+            "cs": np.empty((steps + 1, rows, n, hid), np.float32),
+            "hs": np.empty((steps + 1, rows, n, hid), np.float32),
+            "attn": np.empty((steps, rows, n, m_q), np.float32),
+            "ms": np.empty((steps, rows, m_q), np.float32),
+            "zs": np.empty((steps, rows, sum(b.shape[0] for b in head_b)), np.float32),
+        }
+        obs_np, prev_np = _np(obs), _np(prev)
+        scale = np.float32(output_scale)
+        forward_k(obs_np, prev_np, _np(h0), _np(c0), w_obs, w_act, bias, w_hh, queries_t,
+                  score_bias, head_w, head_b, scale, *saved.values())  # fmt: skip
+        ctx.arrays = (obs_np, prev_np, w_hh, queries_t, head_w, output_scale, saved)
+        ctx.shapes = [w.shape for w in weights]
+        out = saved["zs"][:, :, -head_b[-1].shape[0] :]
+        return (
+            torch.from_numpy(out.copy()),
+            torch.from_numpy(saved["hs"][-1].copy()),
+            torch.from_numpy(saved["cs"][-1].copy()),
+        )
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: Any, d_out: torch.Tensor, d_h: torch.Tensor, d_c: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        obs_np, prev_np, w_hh, queries_t, head_w, output_scale, saved = ctx.arrays
+        grads = [np.zeros(shape, np.float32) for shape in ctx.shapes]
+        g_obs, g_act, g_bias, g_hh, g_q, g_sb, *g_head = grads
+        _, backward_k = window_kernels(w_hh.shape[0], prev_np.shape[2])
+        backward_k(_np(d_out), _np(d_h), _np(d_c), obs_np, prev_np, w_hh, queries_t, head_w,
+                   np.float32(output_scale), *saved.values(), g_obs, g_act, g_bias, g_hh, g_q,
+                   g_sb, tuple(g_head[::2]), tuple(g_head[1::2]))  # fmt: skip
+        return (None, None, None, None, None, *(torch.from_numpy(g) for g in grads))

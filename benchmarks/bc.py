@@ -32,6 +32,13 @@ Each ``(label, threads, occlusion)`` row replaces only its own entry of an exist
 at a time and code versions compared: ``--label "before (af328b0)"`` rows were measured on
 that commit, whose ``train_bc`` indexed numpy arrays batch by batch and occluded with
 ``gather`` and whose student converted the tokens to float before reordering them.
+
+``--ant-only`` refreshes one key, ``ant_student``: one update of E4's AttentionNeuron student
+(``AttentionNeuronPolicy.ant``, 28 inputs, M = 32) at the authors' released script's scale
+(8 trajectories, BPTT through a 500-step window, sigma 0.1 on the previous action, Adam 3e-4,
+clip 0.1) through :func:`~attn_policies.algorithms.dagger.fit_epoch` on synthetic episodes,
+with the compiled window (``DAggerConfig.compiled``) and stepped in torch (the code before it,
+unchanged), in turns; ``speedup_neuron_bc`` is the ratio of their median seconds per update.
 """
 
 from __future__ import annotations
@@ -243,6 +250,48 @@ def plot(results: dict, path: Path) -> None:
     save_figure(fig, path, dpi=110)
 
 
+def time_ant_student(repeats: int, seed: int = 0) -> dict[str, Any]:
+    """Seconds per update of E4's student, compiled window vs torch steps, in turns."""
+    from attn_policies.algorithms.dagger import DAggerConfig, Episodes, fit_epoch
+    from attn_policies.es_policies import AttentionNeuronPolicy
+
+    steps, trajectories, n_inputs = 500, 8, 28
+    rng = np.random.default_rng(seed)
+    data = Episodes(
+        obs=rng.standard_normal((steps, trajectories, n_inputs)).astype(np.float32),
+        perm=np.stack([rng.permutation(n_inputs) for _ in range(trajectories)]),
+        actions=rng.uniform(-1, 1, (steps, trajectories, 8)).astype(np.float32),
+        targets=rng.uniform(-1, 1, (steps, trajectories, 8)).astype(np.float32),
+        alive=np.ones((steps, trajectories), dtype=bool),
+    )
+    common = {"window": steps, "batch_episodes": trajectories, "prev_action_noise": 0.1}
+    common |= {"learning_rate": 3e-4, "max_grad_norm": 0.1}
+    seconds: dict[str, list[float]] = {"compiled": [], "torch": []}
+    students = {}
+    for name in seconds:
+        torch.manual_seed(seed)
+        student = AttentionNeuronPolicy.ant()
+        optimizer = torch.optim.Adam(student.parameters(), lr=common["learning_rate"])
+        cfg = DAggerConfig(compiled=name == "compiled", **common)
+        students[name] = (student, optimizer, cfg, torch.Generator().manual_seed(seed))
+        fit_epoch(student, optimizer, data, cfg, students[name][3])  # warm-up: compilation
+    for _ in range(repeats):
+        for name, (student, optimizer, cfg, gen) in students.items():
+            start = time.perf_counter()
+            fit_epoch(student, optimizer, data, cfg, gen)
+            seconds[name].append(time.perf_counter() - start)
+    medians = {name: statistics.median(times) for name, times in seconds.items()}
+    return {
+        "what": "one update of E4's student (AttentionNeuronPolicy.ant): 8 trajectories, "
+        "BPTT through 500 steps, sigma 0.1 on a_{t-1}, Adam 3e-4, clip 0.1; one thread",
+        "command": shlex.join(["python", *sys.argv]),
+        "load_average_1min": round(os.getloadavg()[0], 2),
+        "seconds_per_update": medians,
+        "seconds_all": seconds,
+        "speedup_neuron_bc": round(medians["torch"] / medians["compiled"], 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
@@ -254,8 +303,17 @@ def main() -> None:
     parser.add_argument("--label", default="current", help="code version of the rows")
     parser.add_argument("--replot", action="store_true", help="redraw the PNG from the JSON")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--ant-only", action="store_true", help="refresh ant_student only")
     args = parser.parse_args()
     path = args.out / "bc.json"
+    if args.ant_only:
+        torch.set_num_threads(args.threads)
+        ant = time_ant_student(args.repeats)
+        old = json.loads(path.read_text()) if path.exists() else {"runs": {}}
+        top = {"speedup_neuron_bc": ant["speedup_neuron_bc"]}
+        path.write_text(json.dumps({**old, **top, "ant_student": ant}, indent=2) + "\n")
+        print(json.dumps({k: v for k, v in ant.items() if k != "seconds_all"}, indent=1))
+        return
     if args.replot:
         plot(json.loads(path.read_text()), args.out / "bc.png")
         return

@@ -150,14 +150,30 @@ def test_teacher_may_return_action_or_action_and_state() -> None:
 
 
 def test_dagger_rounds_match_the_e3_golden_figures() -> None:
-    """The default (E3) path, pinned to figures of the code before the BC options existed."""
-    cfg = dataclasses.replace(CFG, keep_rounds=2)
+    """The default (E3) path stepped in torch, pinned to figures of the code before the BC
+    options existed (the compiled window: test_compiled_window_fits_as_the_torch_steps)."""
+    cfg = dataclasses.replace(CFG, keep_rounds=2, compiled=False)
     dagger = DAgger(*make(), env_fn, cfg)
     records = [dagger.step() for _ in range(4)]
     assert records[-1]["env_steps"] == 785
     assert records[-1]["loss"] == pytest.approx(0.06292066164314747, rel=1e-6)
     flat = torch.nn.utils.parameters_to_vector(dagger.student.parameters()).detach()
     assert float(flat.double().sum()) == pytest.approx(0.5495666193019133, rel=1e-6)
+
+
+def test_compiled_window_fits_as_the_torch_steps() -> None:
+    """An AttentionNeuron student fitted with its compiled window (the default) follows the
+    torch step-by-step fit: the same data, losses and weights to float tolerance."""
+    cfg = dataclasses.replace(CFG, keep_rounds=2, prev_action_noise=0.03, batch_episodes=3)
+    runs = [DAgger(*make(), env_fn, dataclasses.replace(cfg, compiled=c)) for c in (True, False)]
+    for _ in range(4):
+        fast, slow = (d.step() for d in runs)
+        assert fast["env_steps"] == slow["env_steps"]
+        assert fast["loss"] == pytest.approx(slow["loss"], rel=1e-4)
+    weights = [torch.nn.utils.parameters_to_vector(d.student.parameters()) for d in runs]
+    assert (weights[0] - weights[1]).abs().max() < 1e-4
+    start = torch.nn.utils.parameters_to_vector(make()[0].parameters())
+    assert (weights[0] - start).abs().max() > 1e-3  # it did learn
 
 
 def test_beta_may_be_teacher_only_or_a_constant() -> None:

@@ -11,7 +11,7 @@ from torch import nn
 from torch.func import stack_module_state
 
 from attn_policies.attention import sinusoidal_table
-from attn_policies.es_policies import AttentionNeuronPolicy
+from attn_policies.es_policies import AttentionNeuronPolicy, PolicyState
 from attn_policies.neuron_kernels import population_step, tanh_array
 
 MAKERS = {
@@ -168,3 +168,47 @@ def test_shapes_are_checked() -> None:
     with pytest.raises(ValueError, match="h must have shape"):
         population_step(weights, np.zeros((2, 6), np.float32), np.zeros(2, np.int64), h,
                         h.copy(), np.zeros((2, 1), np.float32))  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["cartpole", "ant", "hidden2"])
+def test_compiled_window_has_the_torch_outputs_and_gradients(name: str) -> None:
+    """forward_window compiled == T torch steps fed the same previous actions: outputs, final
+    state and every weight's gradient (a loss on the outputs and on the final key state)."""
+    torch.manual_seed(4)
+    policy = MAKERS[name]()
+    policy.set_flat_parameters(torch.randn(policy.num_parameters) * 0.4)
+    steps, rows, n = 12, 3, 6
+    gen = torch.Generator().manual_seed(5)
+    obs = torch.randn(steps, rows, n, generator=gen)
+    prev = torch.rand(steps, rows, policy.action_dim, generator=gen) * 2 - 1
+    target = torch.randn(steps, rows, policy.action_dim, generator=gen)
+    keys = policy.neuron.initial_state(rows, n)
+    keys = keys._replace(h=torch.randn(rows, n, 8, generator=gen), c=torch.randn(rows, n, 8))
+    start = PolicyState(keys, torch.zeros(rows, policy.action_dim))
+    results = []
+    for compiled in (True, False):
+        policy.zero_grad()
+        out, state = policy.forward_window(obs, prev, start, compiled=compiled)
+        loss = ((out - target) ** 2).sum() + state.keys.h.square().sum() + state.keys.c.sum()
+        loss.backward()
+        grads = {k: p.grad.clone() for k, p in policy.named_parameters()}
+        results.append((out.detach(), state.keys.h.detach(), state.keys.c.detach(), grads))
+    (out_f, h_f, c_f, g_f), (out_t, h_t, c_t, g_t) = results
+    np.testing.assert_allclose(out_f, out_t, rtol=1e-5, atol=3e-6)
+    np.testing.assert_allclose(h_f, h_t, rtol=1e-5, atol=3e-6)
+    np.testing.assert_allclose(c_f, c_t, rtol=1e-5, atol=3e-6)
+    for key, grad in g_t.items():
+        assert grad.abs().max() > 1e-3, key  # every weight takes part
+        np.testing.assert_allclose(
+            g_f[key], grad, rtol=1e-4, atol=1e-4 * grad.abs().max(), err_msg=key
+        )
+
+
+def test_window_falls_back_to_torch_steps_where_it_has_no_kernel() -> None:
+    policy = MAKERS["softmax_bias"]()
+    obs, prev = torch.randn(4, 2, 5), torch.zeros(4, 2, 1)
+    out, _ = policy.forward_window(obs, prev)
+    ref, _ = policy.forward_window(obs, prev, compiled=False)
+    assert torch.equal(out, ref)  # softmax attention: the torch steps themselves
+    with pytest.raises(ValueError, match="prev_actions must be"):
+        policy.forward_window(obs, torch.zeros(4, 2, 3))

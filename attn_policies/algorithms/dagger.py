@@ -91,6 +91,9 @@ class DAggerConfig:
             recorded target stays the teacher's own action, so the student is shown how the
             teacher corrects the small errors it will make; 0: the teacher's action as it is,
             no draws). For a deterministic teacher this is what "sampled" actions can mean.
+        compiled: fit a student that has ``forward_window`` (the AttentionNeuron agent) one
+            window at a time with its compiled forward and backward; False steps it in torch
+            (the same loss and gradients to float tolerance, ~10x slower for E4's student).
     """
 
     n_envs: int = 64
@@ -107,6 +110,7 @@ class DAggerConfig:
     prev_action_noise: float = 0.0
     handover: int = 0
     teacher_action_noise: float = 0.0
+    compiled: bool = True
 
     def __post_init__(self) -> None:
         for name in ("n_envs", "max_steps", "window", "keep_rounds"):
@@ -322,6 +326,11 @@ def _fit_batch(
         noise = torch.randn(actions.shape, generator=generator, dtype=actions.dtype)
         actions = actions + cfg.prev_action_noise * noise
     alive = torch.as_tensor(data.alive, dtype=torch.float32)
+    # A student that unrolls a window itself (AttentionNeuronPolicy.forward_window: the window
+    # forward and backward compiled) gets the previous actions it is fed step by step below:
+    # zeros first, then the recorded actions.
+    window = getattr(student, "forward_window", None) if cfg.compiled else None
+    fed = torch.cat([torch.zeros_like(actions[:1]), actions[:-1]]) if window else None
     state, total, count = None, 0.0, 0.0
     for start in range(0, obs.shape[0], cfg.window):
         stop = min(obs.shape[0], start + cfg.window)
@@ -329,7 +338,10 @@ def _fit_batch(
         if denom == 0:  # every copy has ended: the rest is padding
             break
         loss = obs.new_zeros(())
-        for t in range(start, stop):
+        if window is not None and fed is not None:
+            out, state = window(obs[start:stop], fed[start:stop], state)
+            loss = (((out - targets[start:stop]) ** 2).sum(-1) * alive[start:stop]).sum()
+        for t in range(start, stop) if window is None else ():
             if t > 0:
                 state = _with_prev_action(state, actions[t - 1])
             out, state = student(obs[t], state)
