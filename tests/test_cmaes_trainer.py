@@ -60,6 +60,31 @@ def test_cartpole_pi_smoke_run_folder_and_evaluation(tmp_path: Path) -> None:
     assert again["policies"] == result["policies"]
 
 
+def test_keep_best_checks_and_the_test_play_disjoint_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The favourite is checked on eval.seed, eval.seed + 1, ...; eval.json's test plays
+    eval.test_seed, ...; the two never meet (a check on the test seeds fails here)."""
+    from attn_policies.algorithms.es_eval import BatchedEvaluator
+
+    played: list[list[int]] = []
+    evaluate = BatchedEvaluator.evaluate
+
+    def spy(self: BatchedEvaluator, solutions: np.ndarray, seeds: Any, **kw: Any) -> np.ndarray:
+        if self.spec.max_steps != 1 and len(solutions) == 1:  # a check or the test (not the
+            played.append([int(s) for s in seeds])  # one-step probe, not a generation)
+        return evaluate(self, solutions, seeds, **kw)
+
+    monkeypatch.setattr(BatchedEvaluator, "evaluate", spy)
+    run = zoo.train("cartpole_pi_article", budget="smoke", root=tmp_path)
+    cfg = run.config.eval
+    checks = [s for seeds in played[:-2] for s in seeds]
+    assert played[:-2] and set(checks) == set(range(cfg.seed, cfg.seed + cfg.n_episodes))
+    tests = range(cfg.test_seed, cfg.test_seed + cfg.final_episodes)
+    assert played[-2:] == [list(tests)] * 2  # the best and the last model
+    assert set(checks).isdisjoint(tests)
+
+
 class InterruptAt:
     """A generation callback that raises KeyboardInterrupt (as Ctrl-C would)."""
 

@@ -45,6 +45,28 @@ def test_eval_config_rejects_bad_values(kwargs: dict[str, Any], match: str) -> N
         EvalConfig(**kwargs)
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"seed": 1_000_000, "test_seed": 1_000_000},
+        {"seed": 0, "test_seed": 50, "n_episodes": 60},
+        {"seed": 100, "test_seed": 0, "final_episodes": 101},
+        {"seed": 0, "test_seed": 8, "n_episodes": 5, "n_envs": 2},
+    ],
+)
+def test_test_episodes_never_overlap_the_keep_best_checks(kwargs: dict[str, Any]) -> None:
+    """Selection and test apart: a test seed range that meets the checks' is refused."""
+    with pytest.raises(ConfigError, match="overlap the keep-best checks"):
+        EvalConfig(**kwargs)
+
+
+def test_check_and_test_seeds_side_by_side_are_fine() -> None:
+    cfg = EvalConfig(seed=0, test_seed=10, n_episodes=10, final_episodes=5)
+    assert (cfg.seed, cfg.test_seed) == (0, 10)
+    default = EvalConfig()
+    assert default.test_seed >= default.seed + default.n_episodes  # the defaults are apart
+
+
 def test_eval_env_kwargs_one_mapping_per_env() -> None:
     cfg = EvalConfig.from_dict({"n_envs": 2, "env_kwargs": [{"noops": 4}, {"noops": 1}]})
     assert cfg.env_kwargs == [{"noops": 4}, {"noops": 1}]

@@ -195,6 +195,23 @@ def test_train_takes_one_step_on_the_double_q_loss(
         torch.testing.assert_close(value, target_before[name])
 
 
+def test_train_clips_the_gradient_norm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With max_grad_norm the SGD step is the clipped gradient's: the step's norm is
+    lr * max_grad_norm along the unclipped gradient's direction (removing the clip fails)."""
+    model = make_model("mse")
+    model.max_grad_norm = 0.05
+    batch = fixed_batch()
+    use_batch(model, batch, monkeypatch)
+    unclipped, _ = manual_step(model, batch, "double", "mse", 0.1)
+    before = {n: p.detach().clone() for n, p in model.q_net.named_parameters()}
+    model.train(gradient_steps=1, batch_size=2)
+    step = torch.cat([(p.detach() - before[n]).ravel() for n, p in model.q_net.named_parameters()])
+    full = torch.cat([(unclipped[n] - before[n]).ravel() for n in before])
+    assert full.norm() > 10 * 0.1 * 0.05  # the clip really binds on this batch
+    torch.testing.assert_close(step.norm(), torch.tensor(0.1 * 0.05), rtol=1e-4, atol=0)
+    torch.testing.assert_close(step / step.norm(), full / full.norm(), rtol=1e-4, atol=1e-6)
+
+
 def test_mse_and_huber_losses_differ_on_large_td_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     losses = {}
     for loss in ("mse", "huber"):

@@ -279,6 +279,33 @@ def test_keep_best_saves_only_on_improvement_ties_to_later(
     assert "rewards" not in history[0]["g"]  # per-episode lists stay out of the history
 
 
+def test_keep_best_checks_play_the_check_seeds_never_the_test_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keep-best callback evaluates on eval.seed's episodes; the test's seeds are apart
+    (a callback that played eval.test_seed, or a default test_seed equal to the check seed,
+    fails here)."""
+    seeds: list[int] = []
+    scripted(monkeypatch, [1.0, 2.0], "mean_reward")
+    fake = zoo.evaluation.evaluate_modes
+
+    def record(model: Any, env: Any, cfg: EvalConfig, n: int, seed: int) -> dict[str, Any]:
+        seeds.append(seed)
+        return fake(model, env, cfg, n, seed)
+
+    monkeypatch.setattr(zoo.evaluation, "evaluate_modes", record)
+    cfg = EvalConfig(freq=10, n_episodes=7, policies={"g": "deterministic"})
+    callback = KeepBestCallback(vec_env([5]), cfg, tmp_path)
+    callback.init_callback(tiny_model())
+    for k in (1, 2):
+        callback.num_timesteps = 10 * k
+        callback.evaluate()
+    assert seeds == [cfg.seed, cfg.seed]
+    default = EvalConfig()
+    checks = set(range(default.seed, default.seed + default.n_episodes))
+    assert checks.isdisjoint(range(default.test_seed, default.test_seed + default.final_episodes))
+
+
 def test_keep_best_resumes_from_its_history(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

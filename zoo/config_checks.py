@@ -278,6 +278,16 @@ class EvalConfig:
         ):  # fmt: skip
             minimum = 1 if name in ("n_envs", "n_episodes") else 0
             require_int(getattr(self, name), f"eval.{name}", minimum=minimum)
+        # Selection and test apart: the checks play the episodes seeded seed, seed + 1, ...;
+        # the test those seeded test_seed, ... (each trainer's rule): the ranges must not meet.
+        checks = range(self.seed, self.seed + self.n_episodes * self.n_envs)
+        test = range(self.test_seed, self.test_seed + max(self.final_episodes, 1))
+        if checks.start < test.stop and test.start < checks.stop:
+            raise ConfigError(
+                f"eval.test_seed {self.test_seed}: the test episodes (seeds {test.start}-"
+                f"{test.stop - 1}) overlap the keep-best checks' (eval.seed {self.seed}: "
+                f"{checks.start}-{checks.stop - 1}); give the test seeds of their own"
+            )
         if not isinstance(self.policies, dict) or not self.policies:
             raise ConfigError(f"eval.policies must be a non-empty mapping, got {self.policies!r}")
         if not isinstance(self.final_policies, dict):

@@ -41,7 +41,6 @@ from attn_envs.envs.cartpole_swingup import (
     swingup_action_space,
     swingup_observation,
     swingup_observation_space,
-    swingup_reward,
     swingup_trig,
 )
 
