@@ -92,20 +92,30 @@ def test_population_path_does_not_depend_on_the_batch(compiled: bool) -> None:
     np.testing.assert_array_equal(evaluator.evaluate(solutions[3:4], SEEDS), full[3:4])
 
 
-def test_population_path_with_obs_fn_and_more_inputs() -> None:
-    """obs_fn may change N (duplicated channels); both paths agree."""
+@pytest.mark.parametrize(
+    ("fast_kwargs", "slow_kwargs", "rtol"),
+    [
+        ({"compiled": False}, {"population_path": False}, 1e-4),  # torch step vs vmap
+        ({}, {"compiled": False}, 1e-5),  # the compiled step vs the torch step
+    ],
+    ids=["torch_vs_vmap", "compiled_vs_torch"],
+)
+def test_population_path_with_obs_fn_and_more_inputs(
+    fast_kwargs: dict, slow_kwargs: dict, rtol: float
+) -> None:
+    """obs_fn may change N (duplicated channels); the paths agree."""
 
     def dup(obs: np.ndarray) -> np.ndarray:
         return np.concatenate([obs, obs[:, ::-1]], axis=1)
 
-    fast = BatchedEvaluator(RolloutSpec(PI, env_id=ENV, max_steps=40))
-    slow = BatchedEvaluator(RolloutSpec(PI, env_id=ENV, max_steps=40, population_path=False))
+    fast = BatchedEvaluator(RolloutSpec(PI, env_id=ENV, max_steps=40, **fast_kwargs))
+    slow = BatchedEvaluator(RolloutSpec(PI, env_id=ENV, max_steps=40, **slow_kwargs))
     solutions = population(3, fast.num_parameters, seed=7)
     np.testing.assert_allclose(
         fast.evaluate(solutions, SEEDS, obs_fn=dup),
         slow.evaluate(solutions, SEEDS, obs_fn=dup),
-        rtol=1e-4,
-        atol=1e-4,
+        rtol=rtol,
+        atol=rtol,
     )
 
 
@@ -128,20 +138,6 @@ def test_compiled_step_matches_the_torch_step() -> None:
     assert fast.env_steps == torch_path.env_steps == fast.last_lengths.sum()
     assert fast.last_lengths.min() < 15 and fast.last_lengths.max() == 25
     assert len(np.unique(returns.round(4))) > 10  # individuals and seeds really differ
-
-
-def test_compiled_step_with_obs_fn_and_more_inputs() -> None:
-    def dup(obs: np.ndarray) -> np.ndarray:
-        return np.concatenate([obs, obs[:, ::-1]], axis=1)
-
-    fast = BatchedEvaluator(RolloutSpec(PI, env_id=ENV, max_steps=40))
-    torch_path = BatchedEvaluator(RolloutSpec(PI, env_id=ENV, max_steps=40, compiled=False))
-    solutions = population(3, fast.num_parameters, seed=7)
-    np.testing.assert_allclose(
-        fast.evaluate(solutions, SEEDS, obs_fn=dup),
-        torch_path.evaluate(solutions, SEEDS, obs_fn=dup),
-        rtol=1e-5,
-    )
 
 
 def test_compiled_step_needs_float32() -> None:
