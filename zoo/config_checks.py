@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,6 +207,35 @@ def check_npz_memory(path: str | Path) -> dict[str, tuple[tuple[int, ...], Any]]
     need = sum(_math.prod(shape) * dtype.itemsize for shape, dtype in arrays.values())
     check_memory(str(path), need, "its arrays, decompressed,", "the file is refused")
     return arrays
+
+
+FOLDER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}")
+"""An experiment name or matrix cell: one folder of ``runs/`` (letters, digits, ``_ . + -``;
+at most 100 characters; never starting with ``.`` or ``-``)."""
+
+
+def check_folder_name(name: object, what: str) -> str:
+    """``name`` if it can be one path component of a run folder's path, else a
+    :class:`ConfigError` naming ``what`` it is.
+
+    The experiment name (a config's top-level key) and the matrix cell become folders of
+    ``runs/``: ``../../x`` or ``/some/where`` would place a run anywhere, and a name of 300
+    characters is longer than a file system's name. Unicode letters are refused too (one
+    name, one spelling on every file system and shell).
+
+    Example:
+        >>> check_folder_name("../../x", "experiment name")
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: experiment name '../../x' is not a folder name: ...
+    """
+    if isinstance(name, str) and FOLDER_NAME.fullmatch(name):
+        return name
+    shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
+    raise ConfigError(
+        f"{what} {shown} is not a folder name: it names a folder of runs/, so it takes "
+        "letters, digits, '_', '.', '+' and '-' only (at most 100, not starting with '.' or '-')"
+    )
 
 
 def require_int(value: Any, name: str, minimum: int = 0) -> int:
