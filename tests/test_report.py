@@ -202,3 +202,30 @@ def test_probe_table_goes_to_probes_md_and_the_page_block(tmp_path: Path, monkey
     with pytest.raises(ConfigError, match="probes"):
         report("E7", root=root, plot=False)
     assert page.read_text() == PAGE and not probes_md.exists()
+
+
+@pytest.mark.parametrize("default", ["folder given", "experiment's cells"])
+def test_a_linked_report_folder_is_replaced_not_written_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, default: str
+) -> None:
+    # issue 68, item 5: report/ made with mkdir(exist_ok=True) followed a link planted in a
+    # shared folder, and the target's summary.md was overwritten
+    e7_grid(tmp_path)
+    folder = tmp_path / "results" / "atariari" / "Pong-L-g_awrl"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "summary.md").write_text("precious")
+    if default == "folder given":
+        (folder / "report").symlink_to(victim)
+        report("E7", [folder], root=tmp_path, plot=False)
+        target = folder / "report"
+    else:
+        exp = find_experiment("E7")
+        small = dataclasses.replace(exp, cells=exp.cells[:2], probes=())
+        monkeypatch.setattr("zoo.experiments.EXPERIMENTS", (small,))
+        target = tmp_path / "results" / exp.folder / "report"
+        target.symlink_to(victim)
+        report("E7", root=tmp_path, plot=False)
+    assert [p.name for p in victim.iterdir()] == ["summary.md"]
+    assert (victim / "summary.md").read_text() == "precious"
+    assert not target.is_symlink() and (target / "summary.md").is_file()

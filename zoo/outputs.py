@@ -15,6 +15,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from attn_policies.atomic import make_folder
+
 GIT_TIMEOUT = 10.0
 """Seconds a ``git ls-files`` may take before the folder counts as untracked."""
 
@@ -87,3 +89,21 @@ def output_folder(run: str | Path, base: str | Path = "runs") -> Path:
         return Path(base) / run.resolve().relative_to(top.resolve())
     except ValueError:  # resolved outside its work tree (a link): its name alone
         return Path(base) / run.resolve().name
+
+
+def make_output_folder(run: str | Path, *parts: str, base: str | Path = "runs") -> Path:
+    """:func:`output_folder` of ``run`` joined with ``parts`` (``"robustness"``), created.
+
+    Every default output folder of a run is made here with
+    :func:`attn_policies.atomic.make_folder`: a link at any folder below the run folder (or
+    below ``base`` for a tracked run) is replaced by a real folder, never followed, so a
+    shared run whose ``robustness/`` links to another folder cannot have it written. The run
+    folder itself is the path the user named and stays as it is.
+    """
+    run = Path(run)
+    folder = output_folder(run, base)
+    inside = run if folder == run else Path(base)
+    path = folder.joinpath(*parts)
+    if path == inside:
+        return run if folder == run else make_folder(path)
+    return make_folder(path, inside=inside)

@@ -35,7 +35,7 @@ import numpy as np
 from attn_policies.atomic import atomic_write, make_folder
 from zoo import factory
 from zoo.config import ConfigError, RunConfig, require_int
-from zoo.outputs import output_folder
+from zoo.outputs import make_output_folder
 from zoo.robustness_conditions import (
     Condition,
     Sweep,
@@ -325,7 +325,7 @@ def robustness_sweep(
     handles = _handles(runs)
     sweep = parse_sweep(sweep) if isinstance(sweep, str) else sweep
     # by default a symlinked robustness/ is replaced, never followed (an --out is the user's)
-    folder = Path(out) if out else make_folder(output_folder(handles[0].path) / "robustness")
+    folder = Path(out) if out else make_output_folder(handles[0].path, "robustness")
     rows = run_sweep(
         handles, sweep, n_episodes, seed, which, rescale, cache=folder / "cells", fresh=fresh
     )
