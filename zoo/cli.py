@@ -68,6 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from zoo.registry import allow_imports
 
             allow_imports(args.allow_import)
+        if args.allow_writer:  # the same for a class that writes where its arguments say
+            from zoo.registry import allow_writers
+
+            allow_writers(args.allow_writer)
         with log_to_console():  # the library's notices and warnings, as bare lines
             return int(args.func(args) or 0)
     except USER_ERRORS as err:

@@ -151,16 +151,18 @@ def _train_cell(
     progress_every: float | None,
     trust_teacher: Sequence[str] = (),
     allow_import: Sequence[str] = (),
+    allow_writer: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The task body: train (or resume) one cell in its folder; its ``eval.json``.
-    ``allow_import``: the driver's ``--allow-import`` packages (a remote node lacks its
-    environment)."""
+    ``allow_import``, ``allow_writer``: the driver's ``--allow-import`` packages and
+    ``--allow-writer`` classes (a remote node lacks its environment)."""
     import zoo
     from zoo import progress
     from zoo.console import log_to_console
-    from zoo.registry import allow_imports
+    from zoo.registry import allow_imports, allow_writers
 
     allow_imports(allow_import)
+    allow_writers(allow_writer)
     folder = Path(path)
     host = socket.gethostname()
     if not folder.is_dir():
@@ -271,7 +273,7 @@ def run_grid(
         KeyboardInterrupt: after cancelling the tasks, which save a checkpoint; run the
             same call again to resume.
     """
-    from zoo.registry import ALLOWED_IMPORTS, allowed_imports
+    from zoo.registry import ALLOWED_IMPORTS, allowed_imports, allowed_writers
     from zoo.runs import check_trusted, new_run_dir
     from zoo.trainers import get_trainer
 
@@ -312,7 +314,14 @@ def run_grid(
             # retries are the driver's (it may pick a new folder), none inside Ray
             opts = {**options[id(cell)], "max_retries": 0, "retry_exceptions": False}
             ref = task.options(**opts).remote(
-                cell.run, str(cell.path), resume, command, progress_every, trusted, extra_imports
+                cell.run,
+                str(cell.path),
+                resume,
+                command,
+                progress_every,
+                trusted,
+                extra_imports,
+                allowed_writers(),
             )
             pending[ref] = cell
             say(
