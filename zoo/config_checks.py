@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import json
 import math
 import os
 import re
@@ -133,6 +134,62 @@ def safe_yaml(text: str, where: str) -> Any:
 # What one run, import or file may plan to hold: this share of the memory available when
 # it starts (the rest is the envs', the OS's, other jobs' and the estimates' margin).
 MEMORY_SHARE = 0.5
+
+
+MAX_JSON_DEPTH = 100
+"""Nesting a run folder's JSON may have: ours is a few levels deep; 100,000 nested ``[``
+would end json's parser (or the code reading it) in a ``RecursionError``."""
+MAX_JSON_BYTES = 256 * 2**20
+"""The largest JSON file a run folder may hold (the longest committed is a few MB)."""
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def parse_json(text: str | bytes, where: str) -> Any:
+    """A JSON document from a run folder (or a zip entry): nesting past
+    :data:`MAX_JSON_DEPTH`, a syntax error or bytes that are not UTF-8 are one
+    :class:`ConfigError` naming ``where``, before the parser recurses.
+
+    Example:
+        >>> parse_json("[" * 100_000 + "]" * 100_000, "status.json")
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: status.json: the JSON is nested more than 100 levels deep
+    """
+    try:
+        text = text.decode() if isinstance(text, bytes) else text
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{where}: not valid JSON (not UTF-8 text: {err})") from None
+    depth = 0
+    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > MAX_JSON_DEPTH:
+            raise ConfigError(f"{where}: the JSON is nested more than {MAX_JSON_DEPTH} levels deep")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise ConfigError(f"{where}: not valid JSON ({' '.join(str(err).split())[:200]})") from None
+
+
+def read_json(path: str | Path) -> Any:
+    """A run folder's JSON file (``status.json``, ``eval.json``, ``provenance.json``, ...)
+    through :func:`parse_json`, after its size (:data:`MAX_JSON_BYTES`); a missing file is
+    ``FileNotFoundError``, another read error a :class:`ConfigError`. The one reader of a
+    run folder's JSON: its values are checked by type where they are used."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_JSON_BYTES:
+            raise ConfigError(
+                f"{path}: {size:,} bytes, more than the {MAX_JSON_BYTES:,} a run's JSON may have"
+            )
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise ConfigError(f"{path}: not readable ({err})") from None
+    return parse_json(data, str(path))
 
 
 def available_memory() -> int:

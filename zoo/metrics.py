@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attn_policies.atomic import atomic_path, open_append
-from zoo.config_checks import ConfigError
+from zoo.config_checks import ConfigError, read_json
 
 if TYPE_CHECKING:  # SB3 is imported when these are built, not with this module
     from stable_baselines3.common.callbacks import BaseCallback
@@ -391,7 +391,7 @@ def legacy_metrics(run_dir: str | Path) -> Table:
         kept = {k: v for k, v in progress.items() if not k.startswith("eval/")}
         rows += _columns_rows(progress["time/total_timesteps"], walls, kept)
     history_file = path / "evaluations.json"
-    history = json.loads(history_file.read_text()) if history_file.is_file() else []
+    history = read_json(history_file) if history_file.is_file() else []
     for record in (h for h in history if isinstance(h, dict) and "step" in h):
         step = float(record["step"])
         wall = (

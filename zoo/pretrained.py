@@ -71,6 +71,7 @@ import torch
 from attn_policies._es_support import FlatParameters
 from attn_policies.atomic import atomic_path, atomic_write
 from zoo.config import ConfigError, RunConfig, load_runs
+from zoo.config_checks import read_json
 from zoo.pretrained_files import Checkpoint, read_checkpoint
 from zoo.pretrained_recipes import Converter, recipe_of
 
@@ -175,10 +176,7 @@ def restore_weights(path: str | Path, folder: str | Path) -> Path:
         raise ConfigError(f"{folder} is not an imported agent: it has no provenance.json")
     if (folder / "model.pt").exists():
         raise ConfigError(f"{folder} already holds model.pt")
-    try:
-        provenance = json.loads(provenance_file.read_text())
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{provenance_file}: not JSON ({err})") from None
+    provenance = read_json(provenance_file)  # damaged or nested 100k deep: one line
     ckpt = read_checkpoint(path)
     if not isinstance(provenance, dict) or ckpt.sha256 != provenance.get("sha256"):
         raise ConfigError(

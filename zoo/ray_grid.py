@@ -24,7 +24,6 @@ message saying so.
 
 from __future__ import annotations
 
-import json
 import logging
 import shlex
 import socket
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config import ConfigError, RunConfig, load_runs, safe_yaml
+from zoo.config_checks import read_json
 from zoo.ray_cluster import cell_resources, cluster_address, connect, import_ray
 
 logger = logging.getLogger(__name__)
@@ -339,7 +339,7 @@ def run_grid(
             except ray.exceptions.RayError as err:
                 cell.error = _error_line(err)
                 if cell.path is not None and _finished(cell.path):  # only its reply was lost
-                    cell.result = json.loads((cell.path / "eval.json").read_text())
+                    cell.result = read_json(cell.path / "eval.json")
                 elif cell.attempts <= max_retries:
                     say(f"{cell.path}: attempt {cell.attempts} failed ({cell.error}); retrying")
                     submit(cell)

@@ -28,7 +28,6 @@ Example:
 from __future__ import annotations
 
 import csv
-import json
 import shutil
 import statistics
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attn_policies.atomic import atomic_write
-from zoo.config_checks import ConfigError
+from zoo.config_checks import ConfigError, read_json
 from zoo.metrics import read_metrics, series
 from zoo.plots import rolling_mean
 
@@ -95,7 +94,7 @@ def collect_runs(
     copied = []
     for status_file in sorted(source.glob("*/*/status.json")):
         run = status_file.parent
-        status = json.loads(status_file.read_text())
+        status = read_json(status_file)
         out = target / run.parent.name / run.name
         if status.get("state") != "finished" or status.get("budget") != budget or out.exists():
             continue
@@ -143,7 +142,7 @@ def copy_half(run: str | Path, out: str | Path) -> Path:
     import torch  # the summaries that only read CSVs need not load torch
 
     run, out = Path(run), Path(out)
-    status = json.loads((run / "status.json").read_text())
+    status = read_json(run / "status.json")
     if status.get("state") != "finished":
         raise ConfigError(f"{run}: not finished (state {status.get('state')!r})")
     if out.exists():
@@ -199,7 +198,7 @@ def read_run(path: str | Path) -> RunResult:
     path = Path(path)
     table = read_metrics(path)
     steps, returns = series(table, "episode_return")
-    status = json.loads((path / "status.json").read_text())
+    status = read_json(path / "status.json")
     logged = table["wall_time"][~np.isnan(table["wall_time"])]
     wall = max(float(status["wall_seconds"]), float(logged.max(initial=0.0)))
     return RunResult(
@@ -210,7 +209,7 @@ def read_run(path: str | Path) -> RunResult:
         wall_minutes=wall / 60,
         steps=np.asarray(steps, dtype=np.float64),
         returns=np.asarray(returns, dtype=np.float64),
-        eval=json.loads((path / "eval.json").read_text()),
+        eval=read_json(path / "eval.json"),
     )
 
 

@@ -44,6 +44,7 @@ import torch
 
 from attn_policies.atomic import atomic_write
 from zoo.config import ConfigError, RunConfig, check_folder_name, load_runs, require_int
+from zoo.config_checks import read_json as read_json  # the one reader of run JSON
 from zoo.run_lock import RunLock, RunLockedError
 from zoo.trainers import get_episode_trainer, get_trainer
 
@@ -55,14 +56,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_TORCH_THREADS = 1  # a run's torch threads when its config sets no torch_threads
-
-
-def read_json(path: Path) -> Any:
-    """A run file's JSON; a damaged one is one :class:`ConfigError` naming it."""
-    try:
-        return json.loads(path.read_text())
-    except ValueError as err:
-        raise ConfigError(f"{path}: not valid JSON ({err})") from None
 
 
 @dataclass

@@ -28,6 +28,7 @@ from torch import nn
 import zoo
 from attn_policies.atomic import atomic_path, atomic_write, open_append
 from zoo.config_checks import ConfigError, RunConfig
+from zoo.config_checks import read_json as read_json  # the one reader, for the trainers
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -35,14 +36,6 @@ if TYPE_CHECKING:
     from attn_policies.algorithms.es_eval import Evaluator
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
-
-
-def read_json(file: Path) -> Any:
-    """A JSON file of the run folder; unreadable JSON is one :class:`ConfigError`."""
-    try:
-        return json.loads(Path(file).read_text())
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"{file}: not readable JSON ({err})") from None
 
 
 def load_state_dict(module: nn.Module, file: Path, what: str) -> nn.Module:
