@@ -44,7 +44,7 @@ def load_state_dict(module: nn.Module, file: Path, what: str) -> nn.Module:
     from zoo.trainers.sb3_state import tensors_of
 
     try:
-        module.load_state_dict(tensors_of(file))
+        module.load_state_dict(tensors_of(file, module))  # sizes checked first
     except RuntimeError as err:
         raise ConfigError(f"{file}: does not fit the run's {what} ({err})") from None
     return module
@@ -65,7 +65,7 @@ def load_init(module: ModuleT, source: str | Path, run_name: str, what: str) -> 
     except FileNotFoundError as err:
         raise ConfigError(f"{run_name}: 'init': {err}") from None
     try:
-        module.load_state_dict(tensors_of(file))
+        module.load_state_dict(tensors_of(file, module))  # sizes checked first
     except RuntimeError as err:
         raise ConfigError(
             f"{run_name}: 'init': {file} does not fit the run's {what} ({err})"
