@@ -19,7 +19,13 @@ has no handle) in a temporary folder and checks one promise:
 - denial of service and stray writes (issue 46, ``--only dos``): a YAML alias bomb, files
   and folders of a run folder linked elsewhere, a config naming the Ray cluster or an
   unreachable one, sizes whose memory is refused from the config or an ``.npz`` header
-  before any allocation, and bad values of an imported ``config.gin``.
+  before any allocation, and bad values of an imported ``config.gin``;
+- issue 68's third pass (``--only pass68``): a run folder's own ``.git`` whose
+  ``core.fsmonitor`` would run, experiment names leaving ``--root``, linked ``logs/``,
+  ``robustness/`` and ``report/``, a ``RecordVideo`` writing elsewhere, an ``eval.json``
+  injecting into Markdown or holding no number, JSON nested 100k deep, deflate bombs.
+
+``--only`` refreshes the named categories in ``--out`` and keeps the others' results.
 
 Usage::
 
@@ -1030,6 +1036,179 @@ class Prober:
             f"{detail}; changed: {changed or 'nothing'}",
         )
 
+    # -- issue 68, the third pass: a run folder's .git, names, links, writers, injection, bombs
+
+    def pass_68(self) -> None:
+        """A shared run folder's own ``.git`` (``core.fsmonitor``), experiment names that
+        leave ``--root``, a linked ``logs/``, ``report/`` or ``robustness/``, a wrapper
+        writing where its arguments say, an ``eval.json`` injecting into Markdown, deflate
+        bombs in ``last.zip`` and ``best_model.pt``, and JSON nested 100k deep."""
+        ppo_cfg = self.config("cart", PPO)
+        root = ppo_cfg.parent / "runs"
+        self.cli("train", str(ppo_cfg), "--root", str(root), "--no-progress")
+        (ppo,) = (root / "cart").iterdir()
+
+        def copy() -> Path:
+            target = Path(tempfile.mkdtemp(dir=self.work)) / "run"
+            shutil.copytree(ppo, target)
+            return target
+
+        def git(*args: str) -> None:
+            subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                           check=True, capture_output=True, timeout=60)  # fmt: skip
+
+        def fsmonitor(*args: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run, mark = copy(), self.work / f"m-{random.getrandbits(32)}"
+                git("init", "-q", str(run))
+                git("-C", str(run), "add", ".")
+                git("-C", str(run), "commit", "-qm", "run")
+                git("-C", str(run), "config", "core.fsmonitor", f"touch {mark}")
+                proc = self.cli(*args[:1], str(run), *args[1:])
+                return not mark.exists(), f"exit {proc.returncode}, marker: {mark.exists()}"
+
+            return check
+
+        for args in (("robustness", "--sweep", "shuffle", "--episodes", "1"), ("record",
+                     "--steps", "3")):  # fmt: skip
+            self.record("pass 68", f"run folder's own .git fsmonitor: {args[0]}", fsmonitor(*args))
+
+        for name in ("../../../x", "/ABS", "x" * 300, "naïve"):
+
+            def named(name: str = name) -> tuple[bool, str]:
+                folder = Path(tempfile.mkdtemp(dir=self.work)) / "a" / "b"
+                folder.mkdir(parents=True)
+                key = str(self.work / f"abs-{random.getrandbits(32)}") if name == "/ABS" else name
+                config = folder / "evil.yml"
+                config.write_text(yaml.safe_dump({key: PPO}))
+                before = sorted(self.work.rglob("*"))
+                proc = self.cli("train", str(config), "--root", str(folder / "runs"))
+                ok, detail = self.one_line_exit_2(proc)
+                quiet = sorted(self.work.rglob("*")) == before
+                return ok and quiet, detail + ("" if quiet else "; files written!")
+
+            self.record("pass 68", f"experiment name {name[:20]!r}", named)
+
+        def linked(sub: str, *args: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run = copy()
+                victim = self.work / f"victim-{random.getrandbits(32)}"
+                (victim / "part1").mkdir(parents=True)
+                (victim / "part1" / "progress.csv").write_text("precious")
+                (victim / "summary.md").write_text("precious")
+                (victim / "shuffle.md").write_text("precious")
+                shutil.rmtree(run / sub, ignore_errors=True)
+                (run / sub).symlink_to(victim)
+                if args[0] == "train":
+                    status = json.loads((run / "status.json").read_text())
+                    (run / "status.json").write_text(json.dumps({**status, "state": "x"}))
+                    text = (run / "config.yml").read_text()
+                    (run / "config.yml").write_text(
+                        text.replace("n_timesteps: 64", "n_timesteps: 96")
+                    )
+                    status["state"] = "interrupted"
+                    (run / "status.json").write_text(json.dumps(status))
+                argv = [a.replace("RUN", str(run)) for a in args]
+                proc = self.cli(*argv)
+                files = sorted(p.name for p in victim.rglob("*") if p.is_file())
+                kept = files == ["progress.csv", "shuffle.md", "summary.md"] and all(
+                    p.read_text() == "precious" for p in victim.rglob("*") if p.is_file()
+                )
+                return proc.returncode == 0 and kept, f"exit {proc.returncode}, target kept: {kept}"
+
+            return check
+
+        self.record("pass 68", "train --resume through a linked logs/",
+                    linked("logs", "train", "--resume", "RUN", "--no-progress"))  # fmt: skip
+        self.record("pass 68", "robustness through a linked robustness/",
+                    linked("robustness", "robustness", "RUN", "--sweep", "shuffle",
+                           "--episodes", "1"))  # fmt: skip
+        self.record("pass 68", "report FOLDER through a linked report/",
+                    linked("report", "report", "E3", "RUN", "--no-plot"))  # fmt: skip
+
+        def writer() -> tuple[bool, str]:
+            elsewhere = self.work / f"videos-{random.getrandbits(32)}"
+            body = {**PPO, "env_kwargs": {"render_mode": "rgb_array"}, "env_wrapper": [
+                {"gymnasium.wrappers:RecordVideo": {"video_folder": str(elsewhere)}}]}  # fmt: skip
+            config = self.config("evil", body)
+            ok, detail = self.one_line_exit_2(
+                self.cli("train", str(config), "--root", str(config.parent / "r"))
+            )
+            return ok and not elsewhere.exists(), detail
+
+        self.record("pass 68", "env_wrapper RecordVideo video_folder elsewhere", writer)
+
+        def injected(change: dict[str, Any]) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run = copy()
+                result = json.loads((run / "eval.json").read_text())
+                entry = next(iter(result["policies"].values()))
+                entry.update(change)
+                (run / "eval.json").write_text(json.dumps(result))
+                proc = self.cli("report", "E3", str(run), "--no-plot")
+                ok, detail = self.one_line_exit_2(proc)
+                return ok and not (run / "report").exists(), detail
+
+            return check
+
+        for label, change in (
+            ("n_episodes <script>", {"n_episodes": "<script>x</script><!-- report: x -->"}),
+            ("mean_reward 'abc'", {"mean_reward": "abc"}),
+            ("mean_reward null", {"mean_reward": None}),
+            ("mean_reward NaN", {"mean_reward": float("nan")}),
+        ):
+            self.record("pass 68", f"eval.json {label} on report", injected(change))
+
+        def deep(name: str, *args: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run = copy()
+                (run / name).write_text("[" * 100_000 + "]" * 100_000)
+                argv = [a.replace("RUN", str(run)) for a in args]
+                return self.one_line_exit_2(self.cli(*argv))
+
+            return check
+
+        self.record(
+            "pass 68", "status.json 100k deep on evaluate", deep("status.json", "evaluate", "RUN")
+        )
+        self.record("pass 68", "eval.json 100k deep on report",
+                    deep("eval.json", "report", "E3", "RUN", "--no-plot"))  # fmt: skip
+
+        def bomb_checkpoint() -> tuple[bool, str]:
+            run = copy()
+            last = run / "checkpoints" / "last.zip"
+            with zipfile.ZipFile(last) as archive:
+                entries = {n: archive.read(n) for n in archive.namelist()}
+            entries["data"] = entries["data"][:-1] + b', "pad": "' + b" " * 2**27 + b'"}'
+            with zipfile.ZipFile(last, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+                for n, raw in entries.items():
+                    archive.writestr(n, raw)
+            status = json.loads((run / "status.json").read_text())
+            (run / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+            ok, detail = self.one_line_exit_2(self.cli("train", "--resume", str(run)))
+            return ok and "declares" in detail, f"{last.stat().st_size:,} bytes: {detail}"
+
+        self.record("pass 68", "last.zip whose data inflates to 128 MB", bomb_checkpoint)
+
+        def bomb_model() -> tuple[bool, str]:
+            run = copy()
+            with zipfile.ZipFile(run / "model.zip") as archive:
+                entries = {n: archive.read(n) for n in archive.namelist()}
+            import io
+
+            import torch
+
+            buffer = io.BytesIO()
+            torch.save({"w": torch.zeros(2**25)}, buffer)  # 128 MB of zeros
+            entries["policy.pth"] = buffer.getvalue()
+            with zipfile.ZipFile(run / "model.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+                for n, raw in entries.items():
+                    archive.writestr(n, raw)
+            ok, detail = self.one_line_exit_2(self.cli("evaluate", str(run), "--which", "last"))
+            return ok and "declares" in detail, detail
+
+        self.record("pass 68", "model.zip whose policy.pth inflates to 128 MB", bomb_model)
+
 
 class Lines46:
     """A train process whose stdout (progress lines) and stderr are read as they come."""
@@ -1097,6 +1276,7 @@ def main() -> int:
         "code46": prober.code_paths,
         "faults46": prober.faults_46,
         "dos": prober.dos,  # issue 46 items 5-8, 11 (gin)
+        "pass68": prober.pass_68,  # issue 68: .git, names, links, writers, injection, bombs
     }
     start = time.perf_counter()
     try:
@@ -1105,6 +1285,11 @@ def main() -> int:
                 step()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if args.only and Path(args.out).is_file():  # a partial run refreshes its own probes only
+        ran = {r["category"] for r in prober.results}
+        kept = [r for r in json.loads(Path(args.out).read_text())["results"]
+                if r["category"] not in ran]  # fmt: skip
+        prober.results = kept + prober.results
     failed = [r for r in prober.results if not r["ok"]]
     summary = {
         "probes": len(prober.results),
