@@ -1209,6 +1209,15 @@ class Prober:
 
         self.record("pass 68", "model.zip whose policy.pth inflates to 128 MB", bomb_model)
 
+        def es_hidden() -> tuple[bool, str]:
+            body = {**CMAES, "policy_kwargs": {"hidden": [1_000_000, 1_000_000]}}
+            config = self.config("es", body)
+            root = config.parent / "runs"
+            ok, detail = self.one_line_exit_2(self.cli("train", str(config), "--root", str(root)))
+            return ok and not root.exists(), detail
+
+        self.record("pass 68", "ES policy hidden [1000000, 1000000]", es_hidden)
+
 
 class Lines46:
     """A train process whose stdout (progress lines) and stderr are read as they come."""
