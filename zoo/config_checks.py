@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
-import json
 import math
 import os
 import re
@@ -20,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from attn_policies import checks
+from attn_policies import checks, safe_reads
 
 
 class ConfigError(ValueError):
@@ -34,6 +33,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     FileNotFoundError,
     NotADirectoryError,
     PermissionError,
+    safe_reads.UnsafeFileError,  # a file the algorithms' own readers refuse (a zip bomb)
 )
 """The user-error family: what a user can fix (a config, a value, a path they named), told in
 one line with exit 2 by ``attn-zoo``. A bare ``ValueError`` is not in it: raised deep in numpy
@@ -133,23 +133,16 @@ def safe_yaml(text: str, where: str) -> Any:
 
 # What one run, import or file may plan to hold: this share of the memory available when
 # it starts (the rest is the envs', the OS's, other jobs' and the estimates' margin).
-MEMORY_SHARE = 0.5
-
-
-MAX_JSON_DEPTH = 100
-"""Nesting a run folder's JSON may have: ours is a few levels deep; 100,000 nested ``[``
-would end json's parser (or the code reading it) in a ``RecursionError``."""
-MAX_JSON_BYTES = 256 * 2**20
-"""The largest JSON file a run folder may hold (the longest committed is a few MB)."""
-
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_JSON_BRACKET = re.compile(r"[\[\]{}]")
+MEMORY_SHARE = safe_reads.MEMORY_SHARE
+MAX_JSON_DEPTH = safe_reads.MAX_JSON_DEPTH
+MAX_JSON_BYTES = safe_reads.MAX_JSON_BYTES
 
 
 def parse_json(text: str | bytes, where: str) -> Any:
     """A JSON document from a run folder (or a zip entry): nesting past
     :data:`MAX_JSON_DEPTH`, a syntax error or bytes that are not UTF-8 are one
-    :class:`ConfigError` naming ``where``, before the parser recurses.
+    :class:`ConfigError` naming ``where``, before the parser recurses
+    (:func:`attn_policies.safe_reads.parse_json`).
 
     Example:
         >>> parse_json("[" * 100_000 + "]" * 100_000, "status.json")
@@ -157,19 +150,7 @@ def parse_json(text: str | bytes, where: str) -> Any:
         ...
         zoo.config.ConfigError: status.json: the JSON is nested more than 100 levels deep
     """
-    try:
-        text = text.decode() if isinstance(text, bytes) else text
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{where}: not valid JSON (not UTF-8 text: {err})") from None
-    depth = 0
-    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
-        depth += 1 if bracket.group() in "[{" else -1
-        if depth > MAX_JSON_DEPTH:
-            raise ConfigError(f"{where}: the JSON is nested more than {MAX_JSON_DEPTH} levels deep")
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as err:
-        raise ConfigError(f"{where}: not valid JSON ({' '.join(str(err).split())[:200]})") from None
+    return safe_reads.parse_json(text, where, ConfigError)
 
 
 def read_json(path: str | Path) -> Any:
@@ -177,31 +158,17 @@ def read_json(path: str | Path) -> Any:
     through :func:`parse_json`, after its size (:data:`MAX_JSON_BYTES`); a missing file is
     ``FileNotFoundError``, another read error a :class:`ConfigError`. The one reader of a
     run folder's JSON: its values are checked by type where they are used."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_JSON_BYTES:
-            raise ConfigError(
-                f"{path}: {size:,} bytes, more than the {MAX_JSON_BYTES:,} a run's JSON may have"
-            )
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise
-    except OSError as err:
-        raise ConfigError(f"{path}: not readable ({err})") from None
-    return parse_json(data, str(path))
+    return safe_reads.read_json(path, ConfigError)
 
 
-def available_memory() -> int:
-    """Bytes of memory available to a new allocation (``MemAvailable``), or a large number
-    where the platform does not say."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 2**62
+def read_lines(path: str | Path, skip: int = 0) -> list[str]:
+    """A run folder's text table (``metrics.csv``, ``progress.csv``) as lines, a line past
+    64 KiB or a file past 1 GiB one :class:`ConfigError` (a 1 GB line is never read whole):
+    :func:`attn_policies.safe_reads.read_lines`."""
+    return safe_reads.read_lines(path, ConfigError, skip)
+
+
+available_memory = safe_reads.available_memory
 
 
 def check_memory(where: str, need: float, what: str, fix: str) -> None:
@@ -216,12 +183,7 @@ def check_memory(where: str, need: float, what: str, fix: str) -> None:
         ...
         zoo.config.ConfigError: es: a population of 10,000,000 x 113 parameters needs about ...
     """
-    have = MEMORY_SHARE * available_memory()
-    if need > have:
-        raise ConfigError(
-            f"{where}: {what} needs about {need / 2**30:,.1f} GiB, more than the "
-            f"{have / 2**30:,.1f} GiB a run may plan for (half the memory available); {fix}"
-        )
+    safe_reads.check_memory(where, need, what, fix, ConfigError)
 
 
 def npz_arrays(path: str | Path) -> dict[str, tuple[tuple[int, ...], Any]]:

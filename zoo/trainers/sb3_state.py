@@ -36,11 +36,11 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.save_util import load_from_zip_file
 from stable_baselines3.common.vec_env import VecNormalize
 
+from attn_policies import safe_reads
 from attn_policies.atomic import atomic_path
 from zoo.config_checks import (
     ConfigError,
     RunConfig,
-    check_memory,
     check_npz_memory,
     parse_json,
 )
@@ -62,11 +62,8 @@ class ArtefactError(ConfigError):
     """A run file that cannot be loaded safely: one line naming the file and the problem."""
 
 
-MAX_RATIO = 100
-"""The most an entry of a run's zip (an SB3 ``.zip``, a torch ``.pt``) may inflate over its
-compressed size once it declares more than :data:`RATIO_FLOOR` bytes: weights deflate to
-about their size (torch stores them uncompressed), zeros a thousand times smaller."""
-RATIO_FLOOR = 2**20
+MAX_RATIO = safe_reads.MAX_RATIO
+RATIO_FLOOR = safe_reads.RATIO_FLOOR
 MAX_DATA_ENTRY = 64 * 2**20
 """The largest ``data`` entry (plain JSON, with base64 pickles never decoded) an SB3 zip may
 declare; the zoo's largest (Atari, its last observations) is well under 1 MiB."""
@@ -78,34 +75,13 @@ def check_archive(file: str | Path, limit: float | None = None, what: str = "mod
     file inflating to 1 GB), entries declaring more than ``limit`` bytes together (what the
     run's ``what``, built from its config, can hold) or more than the memory bound
     (:func:`zoo.config.check_memory`). A file that is not a zip (torch's legacy format) is
-    left to its reader: it can hold no more than its own size.
+    left to its reader: it can hold no more than its own size. The check is
+    :func:`attn_policies.safe_reads.check_archive`, which the algorithms' own readers use.
 
     Raises:
         ArtefactError: naming the file, the entry and the sizes.
     """
-    file = Path(file)
-    try:
-        if not zipfile.is_zipfile(file):
-            return
-        with zipfile.ZipFile(file) as archive:
-            infos = archive.infolist()
-    except (OSError, zipfile.BadZipFile) as err:
-        raise ArtefactError(f"{file}: not a readable zip ({err})") from None
-    total = 0
-    for info in infos:
-        size, packed = info.file_size, max(info.compress_size, 1)
-        if size > RATIO_FLOOR and size > MAX_RATIO * packed:
-            raise ArtefactError(
-                f"{file}: entry {info.filename!r} declares {size:,} bytes from {packed:,} "
-                f"compressed (over {MAX_RATIO}x): refused as a zip bomb, before reading it"
-            )
-        total += size
-    if limit is not None and total > limit:
-        raise ArtefactError(
-            f"{file}: its entries declare {total:,} bytes, more than the run's {what} can hold "
-            f"(about {int(limit):,})"
-        )
-    check_memory(str(file), total, "its entries once inflated", "it is not loaded")
+    safe_reads.check_archive(file, limit, what, ArtefactError)
 
 
 def state_bytes(module: torch.nn.Module) -> int:
