@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attn_policies.atomic import atomic_write
-from zoo.config_checks import ConfigError, read_json
+from zoo.config_checks import ConfigError, read_json, read_lines
 from zoo.metrics import read_metrics, series
 from zoo.plots import rolling_mean
 
@@ -112,14 +112,13 @@ def collect_runs(
                     shutil.copy2(run / "vecnormalize.npz", out / "vecnormalize.npz")
             else:
                 (out / "model.zip").unlink()
-        with (run / "metrics.csv").open(newline="") as src:
-            rows = csv.reader(src)
-            header = next(rows)
-            column = header.index("metric")
-            with (out / "metrics.csv").open("w", newline="") as dst:
-                writer = csv.writer(dst)
-                writer.writerow(header)
-                writer.writerows(row for row in rows if row[column] in wanted)
+        rows = csv.reader(read_lines(run / "metrics.csv"))  # line lengths checked
+        header = next(rows)
+        column = header.index("metric")
+        with (out / "metrics.csv").open("w", newline="") as dst:
+            writer = csv.writer(dst)
+            writer.writerow(header)
+            writer.writerows(row for row in rows if row[column] in wanted)
         if (run / "monitor").is_dir():
             shutil.copytree(run / "monitor", out / "monitor")
         copied.append(out)
