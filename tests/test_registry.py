@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -277,3 +278,30 @@ def test_allow_writer_takes_class_names_only(monkeypatch: pytest.MonkeyPatch) ->
             allow_writers([bad])
     allow_writers(["RecordVideo", "gymnasium.wrappers:RecordVideo"])
     assert allowed_writers() == ["RecordVideo", "gymnasium.wrappers:RecordVideo"]
+
+
+@pytest.mark.parametrize("value", ["os;touch x", "../../x", "a,,b c", "x" * 5000])
+def test_names_from_the_environment_are_checked_as_allow_import_names_are(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """Issue 68: ``ATTN_ZOO_ALLOW_IMPORT`` goes through the check ``--allow-import`` does."""
+    from zoo.registry import ALLOW_IMPORT_ENV, allow_imports, allowed_imports
+
+    monkeypatch.setenv(ALLOW_IMPORT_ENV, value)
+    with pytest.raises(ConfigError, match=r"ATTN_ZOO_ALLOW_IMPORT .*not a Python package name"):
+        allowed_imports()
+    with pytest.raises(ConfigError, match=r"ATTN_ZOO_ALLOW_IMPORT .*not a Python package name"):
+        allow_imports(["my_pkg"])
+    monkeypatch.setenv(ALLOW_IMPORT_ENV, "my_pkg,other.sub")
+    assert allowed_imports()[-2:] == ("my_pkg", "other.sub")
+
+
+def test_a_hostile_environment_value_is_one_line_on_the_command_line() -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ATTN_ZOO_ALLOW_IMPORT": "os;touch x"}
+    proc = subprocess.run([sys.executable, "-m", "zoo.cli", "list"],
+                          capture_output=True, text=True, env=env, check=False)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "ATTN_ZOO_ALLOW_IMPORT 'os;touch x'" in proc.stderr

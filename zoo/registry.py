@@ -56,26 +56,45 @@ inherit them."""
 _PACKAGE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
+def package_names(names: Iterable[str], where: str) -> list[str]:
+    """``names`` if each is a dotted Python package name: the one check of the packages the
+    person running may add, whether they come from ``--allow-import`` or from
+    :data:`ALLOW_IMPORT_ENV` (comma separated; empty entries are skipped).
+
+    Raises:
+        ConfigError: ``where`` and the first name that is not one (``os;touch x``,
+            ``../x``, a name longer than 200 characters).
+    """
+    names = list(names)
+    for name in names:
+        if not _PACKAGE.fullmatch(name) or len(name) > 200:
+            shown = repr(name) if len(name) <= 60 else repr(name[:57] + "...")
+            raise ConfigError(f"{where} {shown}: not a Python package name like 'my_pkg'")
+    return names
+
+
+def _from_environment() -> list[str]:
+    raw = os.environ.get(ALLOW_IMPORT_ENV, "")
+    return package_names([n for n in raw.split(",") if n], ALLOW_IMPORT_ENV)
+
+
 def allow_imports(packages: Iterable[str]) -> None:
     """Let configs import these packages too (``attn-zoo ... --allow-import PKG``).
 
     Only the person running the command says so; nothing in a config or a run folder does.
 
     Raises:
-        ConfigError: a name that is not a dotted Python package name.
+        ConfigError: a name that is not a dotted Python package name, given here or already
+            in :data:`ALLOW_IMPORT_ENV`.
     """
-    names = list(packages)
-    for name in names:
-        if not _PACKAGE.fullmatch(name):
-            raise ConfigError(f"--allow-import {name!r}: not a Python package name like 'my_pkg'")
-    extra = [n for n in os.environ.get(ALLOW_IMPORT_ENV, "").split(",") if n]
-    os.environ[ALLOW_IMPORT_ENV] = ",".join(dict.fromkeys([*extra, *names]))
+    names = package_names(packages, "--allow-import")
+    os.environ[ALLOW_IMPORT_ENV] = ",".join(dict.fromkeys([*_from_environment(), *names]))
 
 
 def allowed_imports() -> tuple[str, ...]:
-    """:data:`ALLOWED_IMPORTS` and the packages :func:`allow_imports` added."""
-    extra = [n for n in os.environ.get(ALLOW_IMPORT_ENV, "").split(",") if n]
-    return (*ALLOWED_IMPORTS, *extra)
+    """:data:`ALLOWED_IMPORTS` and the packages :func:`allow_imports` or
+    :data:`ALLOW_IMPORT_ENV` added (checked as ``--allow-import`` names are)."""
+    return (*ALLOWED_IMPORTS, *_from_environment())
 
 
 ALLOW_WRITER_ENV = "ATTN_ZOO_ALLOW_WRITER"
