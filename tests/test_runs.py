@@ -789,3 +789,17 @@ def test_an_experiment_name_never_places_a_run_outside_root(
     with pytest.raises(ConfigError, match="is not a folder name"):  # in Python too
         new_run_dir(run, work / "runs")
     assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("trusted", ["/no/such/teacher.zip", "/", ""])
+def test_a_trust_teacher_naming_no_file_is_refused_before_anything(
+    tmp_path: Path, trusted: str
+) -> None:
+    """Issue 68: ``--trust-teacher`` names the one pickled file a run may unpickle; a missing
+    file, ``/`` or ``''`` (a folder) is one line, exit 2, and no folder is made."""
+    config = tmp_path / "cart.yml"
+    body = {"algo": "ppo", "env": "CartPole-v1", "policy": "MlpPolicy", "n_timesteps": 64}
+    config.write_text(yaml.safe_dump({"cart": body}))
+    with pytest.raises(ConfigError, match=r"--trust-teacher .*: not a file"):
+        zoo.train(config, root=tmp_path / "runs", trust_teacher=[trusted])
+    assert not (tmp_path / "runs").exists()

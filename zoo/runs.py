@@ -156,7 +156,15 @@ def new_run_dir(run: RunConfig, root: str | Path = "runs") -> Path:
 
 def check_trusted(run: RunConfig, trusted: Sequence[str | Path]) -> tuple[Path, ...]:
     """``trusted`` as paths, after the trainer's check that every pickled file the run would
-    load is among them (BC teachers), before anything is loaded or written."""
+    load is among them (BC teachers), before anything is loaded or written. Each must name
+    an existing file: ``--trust-teacher /``, ``''`` (this folder) or a missing file is a
+    :class:`ConfigError` (a trust that names no file is a slip, never a wildcard)."""
+    for name in trusted:
+        if not Path(name).is_file():
+            raise ConfigError(
+                f"--trust-teacher {str(name)!r}: not a file (it names the one pickled teacher "
+                "file, an SB3 .zip or a statistics .pkl, that the run may unpickle)"
+            )
     check = getattr(get_trainer(run.algo), "check_trusted", None)
     if check is not None:
         check(run, trusted)
