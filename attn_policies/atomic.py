@@ -27,6 +27,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -37,6 +39,7 @@ __all__ = [
     "commit",
     "discard",
     "make_folder",
+    "new_folder",
     "open_append",
     "temp_path",
 ]
@@ -133,3 +136,25 @@ def make_folder(path: str | Path, inside: str | Path | None = None) -> Path:
             folder.unlink()
         folder.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextlib.contextmanager
+def new_folder(path: str | Path) -> Iterator[Path]:
+    """A folder that appears whole or not at all: its files go to a hidden temporary folder
+    beside ``path`` (yielded), renamed to ``path`` once the block ends without error. On an
+    error (a full disk, Ctrl-C) the temporary folder is removed and ``path`` is as it was;
+    after a SIGKILL only the hidden ``.<name>.*.tmp`` folder stays. ``path`` must not exist
+    or be an empty folder (``rename`` replaces nothing else, a symlink included)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700, as mkdir would have made it
+        yield tmp
+        os.rename(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
