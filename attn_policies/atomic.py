@@ -73,6 +73,9 @@ def temp_path(path: str | Path) -> Path:
             return tmp
         except FileExistsError:
             continue
+        except BaseException:  # Ctrl-C or SIGTERM between the open and the return
+            discard(tmp)
+            raise
 
 
 def commit(tmp: Path, path: str | Path) -> None:
