@@ -28,7 +28,6 @@ import contextlib
 import os
 import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -150,7 +149,17 @@ def new_folder(path: str | Path) -> Iterator[Path]:
     or be an empty folder (``rename`` replaces nothing else, a symlink included)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            os.mkdir(tmp, 0o700)
+            break
+        except FileExistsError:
+            continue
+        except BaseException:  # Ctrl-C or SIGTERM just after the mkdir
+            with contextlib.suppress(OSError):
+                tmp.rmdir()
+            raise
     try:
         umask = os.umask(0)
         os.umask(umask)
