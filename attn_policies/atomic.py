@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -37,6 +38,7 @@ __all__ = [
     "commit",
     "discard",
     "make_folder",
+    "new_folder",
     "open_append",
     "temp_path",
 ]
@@ -70,6 +72,9 @@ def temp_path(path: str | Path) -> Path:
             return tmp
         except FileExistsError:
             continue
+        except BaseException:  # Ctrl-C or SIGTERM between the open and the return
+            discard(tmp)
+            raise
 
 
 def commit(tmp: Path, path: str | Path) -> None:
@@ -133,3 +138,35 @@ def make_folder(path: str | Path, inside: str | Path | None = None) -> Path:
             folder.unlink()
         folder.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextlib.contextmanager
+def new_folder(path: str | Path) -> Iterator[Path]:
+    """A folder that appears whole or not at all: its files go to a hidden temporary folder
+    beside ``path`` (yielded), renamed to ``path`` once the block ends without error. On an
+    error (a full disk, Ctrl-C) the temporary folder is removed and ``path`` is as it was;
+    after a SIGKILL only the hidden ``.<name>.*.tmp`` folder stays. ``path`` must not exist
+    or be an empty folder (``rename`` replaces nothing else, a symlink included)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            os.mkdir(tmp, 0o700)
+            break
+        except FileExistsError:
+            continue
+        except BaseException:  # Ctrl-C or SIGTERM just after the mkdir
+            with contextlib.suppress(OSError):
+                tmp.rmdir()
+            raise
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700, as mkdir would have made it
+        yield tmp
+        os.rename(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -19,7 +19,18 @@ has no handle) in a temporary folder and checks one promise:
 - denial of service and stray writes (issue 46, ``--only dos``): a YAML alias bomb, files
   and folders of a run folder linked elsewhere, a config naming the Ray cluster or an
   unreachable one, sizes whose memory is refused from the config or an ``.npz`` header
-  before any allocation, and bad values of an imported ``config.gin``.
+  before any allocation, and bad values of an imported ``config.gin``;
+- issue 68's third pass (``--only pass68``): a run folder's own ``.git`` whose
+  ``core.fsmonitor`` would run, experiment names leaving ``--root``, linked ``logs/``,
+  ``robustness/`` and ``report/``, a ``RecordVideo`` writing elsewhere, an ``eval.json``
+  injecting into Markdown or holding no number, JSON nested 100k deep, deflate bombs;
+- issue 68's "not yet probed" (``--only pass68b``): two ``train --resume`` of one folder at
+  once, SIGKILL and SIGTERM inside ``report``, ``robustness`` and ``import``, a full disk in
+  ``import`` and ``report``, hostile ``--allow-import``, ``ATTN_ZOO_ALLOW_IMPORT`` and
+  ``--trust-teacher``, links and ``..`` in ``import --restore`` and a recipe's ``stages/``,
+  a 1 GB line in ``metrics.csv``.
+
+``--only`` refreshes the named categories in ``--out`` and keeps the others' results.
 
 Usage::
 
@@ -1030,6 +1041,507 @@ class Prober:
             f"{detail}; changed: {changed or 'nothing'}",
         )
 
+    # -- issue 68, the third pass: a run folder's .git, names, links, writers, injection, bombs
+
+    def pass_68(self) -> None:
+        """A shared run folder's own ``.git`` (``core.fsmonitor``), experiment names that
+        leave ``--root``, a linked ``logs/``, ``report/`` or ``robustness/``, a wrapper
+        writing where its arguments say, an ``eval.json`` injecting into Markdown, deflate
+        bombs in ``last.zip`` and ``best_model.pt``, and JSON nested 100k deep."""
+        ppo_cfg = self.config("cart", PPO)
+        root = ppo_cfg.parent / "runs"
+        self.cli("train", str(ppo_cfg), "--root", str(root), "--no-progress")
+        (ppo,) = (root / "cart").iterdir()
+
+        def copy() -> Path:
+            target = Path(tempfile.mkdtemp(dir=self.work)) / "run"
+            shutil.copytree(ppo, target)
+            return target
+
+        def git(*args: str) -> None:
+            subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                           check=True, capture_output=True, timeout=60)  # fmt: skip
+
+        def fsmonitor(*args: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run, mark = copy(), self.work / f"m-{random.getrandbits(32)}"
+                git("init", "-q", str(run))
+                git("-C", str(run), "add", ".")
+                git("-C", str(run), "commit", "-qm", "run")
+                git("-C", str(run), "config", "core.fsmonitor", f"touch {mark}")
+                proc = self.cli(*args[:1], str(run), *args[1:])
+                return not mark.exists(), f"exit {proc.returncode}, marker: {mark.exists()}"
+
+            return check
+
+        for args in (("robustness", "--sweep", "shuffle", "--episodes", "1"), ("record",
+                     "--steps", "3")):  # fmt: skip
+            self.record("pass 68", f"run folder's own .git fsmonitor: {args[0]}", fsmonitor(*args))
+
+        for name in ("../../../x", "/ABS", "x" * 300, "naïve"):
+
+            def named(name: str = name) -> tuple[bool, str]:
+                folder = Path(tempfile.mkdtemp(dir=self.work)) / "a" / "b"
+                folder.mkdir(parents=True)
+                key = str(self.work / f"abs-{random.getrandbits(32)}") if name == "/ABS" else name
+                config = folder / "evil.yml"
+                config.write_text(yaml.safe_dump({key: PPO}))
+                before = sorted(self.work.rglob("*"))
+                proc = self.cli("train", str(config), "--root", str(folder / "runs"))
+                ok, detail = self.one_line_exit_2(proc)
+                quiet = sorted(self.work.rglob("*")) == before
+                return ok and quiet, detail + ("" if quiet else "; files written!")
+
+            self.record("pass 68", f"experiment name {name[:20]!r}", named)
+
+        def linked(sub: str, *args: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run = copy()
+                victim = self.work / f"victim-{random.getrandbits(32)}"
+                (victim / "part1").mkdir(parents=True)
+                (victim / "part1" / "progress.csv").write_text("precious")
+                (victim / "summary.md").write_text("precious")
+                (victim / "shuffle.md").write_text("precious")
+                shutil.rmtree(run / sub, ignore_errors=True)
+                (run / sub).symlink_to(victim)
+                if args[0] == "train":
+                    status = json.loads((run / "status.json").read_text())
+                    (run / "status.json").write_text(json.dumps({**status, "state": "x"}))
+                    text = (run / "config.yml").read_text()
+                    (run / "config.yml").write_text(
+                        text.replace("n_timesteps: 64", "n_timesteps: 96")
+                    )
+                    status["state"] = "interrupted"
+                    (run / "status.json").write_text(json.dumps(status))
+                argv = [a.replace("RUN", str(run)) for a in args]
+                proc = self.cli(*argv)
+                files = sorted(p.name for p in victim.rglob("*") if p.is_file())
+                kept = files == ["progress.csv", "shuffle.md", "summary.md"] and all(
+                    p.read_text() == "precious" for p in victim.rglob("*") if p.is_file()
+                )
+                return proc.returncode == 0 and kept, f"exit {proc.returncode}, target kept: {kept}"
+
+            return check
+
+        self.record("pass 68", "train --resume through a linked logs/",
+                    linked("logs", "train", "--resume", "RUN", "--no-progress"))  # fmt: skip
+        self.record("pass 68", "robustness through a linked robustness/",
+                    linked("robustness", "robustness", "RUN", "--sweep", "shuffle",
+                           "--episodes", "1"))  # fmt: skip
+        self.record("pass 68", "report FOLDER through a linked report/",
+                    linked("report", "report", "E3", "RUN", "--no-plot"))  # fmt: skip
+
+        def writer() -> tuple[bool, str]:
+            elsewhere = self.work / f"videos-{random.getrandbits(32)}"
+            body = {**PPO, "env_kwargs": {"render_mode": "rgb_array"}, "env_wrapper": [
+                {"gymnasium.wrappers:RecordVideo": {"video_folder": str(elsewhere)}}]}  # fmt: skip
+            config = self.config("evil", body)
+            ok, detail = self.one_line_exit_2(
+                self.cli("train", str(config), "--root", str(config.parent / "r"))
+            )
+            return ok and not elsewhere.exists(), detail
+
+        self.record("pass 68", "env_wrapper RecordVideo video_folder elsewhere", writer)
+
+        def injected(change: dict[str, Any]) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run = copy()
+                result = json.loads((run / "eval.json").read_text())
+                entry = next(iter(result["policies"].values()))
+                entry.update(change)
+                (run / "eval.json").write_text(json.dumps(result))
+                proc = self.cli("report", "E3", str(run), "--no-plot")
+                ok, detail = self.one_line_exit_2(proc)
+                return ok and not (run / "report").exists(), detail
+
+            return check
+
+        for label, change in (
+            ("n_episodes <script>", {"n_episodes": "<script>x</script><!-- report: x -->"}),
+            ("mean_reward 'abc'", {"mean_reward": "abc"}),
+            ("mean_reward null", {"mean_reward": None}),
+            ("mean_reward NaN", {"mean_reward": float("nan")}),
+        ):
+            self.record("pass 68", f"eval.json {label} on report", injected(change))
+
+        def deep(name: str, *args: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run = copy()
+                (run / name).write_text("[" * 100_000 + "]" * 100_000)
+                argv = [a.replace("RUN", str(run)) for a in args]
+                return self.one_line_exit_2(self.cli(*argv))
+
+            return check
+
+        self.record(
+            "pass 68", "status.json 100k deep on evaluate", deep("status.json", "evaluate", "RUN")
+        )
+        self.record("pass 68", "eval.json 100k deep on report",
+                    deep("eval.json", "report", "E3", "RUN", "--no-plot"))  # fmt: skip
+
+        def bomb_checkpoint() -> tuple[bool, str]:
+            run = copy()
+            last = run / "checkpoints" / "last.zip"
+            with zipfile.ZipFile(last) as archive:
+                entries = {n: archive.read(n) for n in archive.namelist()}
+            entries["data"] = entries["data"][:-1] + b', "pad": "' + b" " * 2**27 + b'"}'
+            with zipfile.ZipFile(last, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+                for n, raw in entries.items():
+                    archive.writestr(n, raw)
+            status = json.loads((run / "status.json").read_text())
+            (run / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+            ok, detail = self.one_line_exit_2(self.cli("train", "--resume", str(run)))
+            return ok and "declares" in detail, f"{last.stat().st_size:,} bytes: {detail}"
+
+        self.record("pass 68", "last.zip whose data inflates to 128 MB", bomb_checkpoint)
+
+        def bomb_model() -> tuple[bool, str]:
+            run = copy()
+            with zipfile.ZipFile(run / "model.zip") as archive:
+                entries = {n: archive.read(n) for n in archive.namelist()}
+            import io
+
+            import torch
+
+            buffer = io.BytesIO()
+            torch.save({"w": torch.zeros(2**25)}, buffer)  # 128 MB of zeros
+            entries["policy.pth"] = buffer.getvalue()
+            with zipfile.ZipFile(run / "model.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+                for n, raw in entries.items():
+                    archive.writestr(n, raw)
+            ok, detail = self.one_line_exit_2(self.cli("evaluate", str(run), "--which", "last"))
+            return ok and "declares" in detail, detail
+
+        self.record("pass 68", "model.zip whose policy.pth inflates to 128 MB", bomb_model)
+
+        def es_hidden() -> tuple[bool, str]:
+            body = {**CMAES, "policy_kwargs": {"hidden": [1_000_000, 1_000_000]}}
+            config = self.config("es", body)
+            root = config.parent / "runs"
+            ok, detail = self.one_line_exit_2(self.cli("train", str(config), "--root", str(root)))
+            return ok and not root.exists(), detail
+
+        self.record("pass 68", "ES policy hidden [1000000, 1000000]", es_hidden)
+
+    # -- issue 68, not yet probed: resume races, kills and full disks in report, robustness
+    # and import, hostile trust/import flags, links in --restore and recipe stages, 1 GB lines
+
+    def pass_68b(self) -> None:
+        """Two ``train --resume`` of one folder at once; SIGKILL and SIGTERM inside
+        ``report``, ``robustness`` and ``import``; a full disk (``RLIMIT_FSIZE``) in ``import``
+        and ``report``; hostile ``--trust-teacher``, ``--allow-import`` and
+        ``ATTN_ZOO_ALLOW_IMPORT``; links and traversal in ``import --restore`` and a recipe's
+        ``stages/``; a 1 GB line in ``metrics.csv``."""
+        cat = "pass 68b"
+        ppo_cfg = self.config("cart", PPO)
+        root = ppo_cfg.parent / "runs"
+        self.cli("train", str(ppo_cfg), "--root", str(root), "--no-progress")
+        (ppo,) = (root / "cart").iterdir()
+
+        def copy() -> Path:
+            target = Path(tempfile.mkdtemp(dir=self.work)) / "run"
+            shutil.copytree(ppo, target)
+            return target
+
+        def snapshot(folder: Path) -> dict[str, bytes]:
+            return {
+                str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+            }
+
+        def two_resumes() -> tuple[bool, str]:
+            dqn = self.config("dqn", {**DQN, "n_timesteps": 100_000})
+            out = dqn.parent / "runs"
+            first = self.spawn("train", str(dqn), "--root", str(out), "--no-progress")
+            while not list(out.glob("dqn/*/checkpoints/last.zip")):
+                time.sleep(0.02)
+            first.send_signal(signal.SIGINT)
+            first.wait()
+            (run,) = (out / "dqn").iterdir()
+            procs = [self.spawn("train", "--resume", str(run), "--no-progress") for _ in range(2)]
+            deadline = time.monotonic() + 60
+            while all(p.poll() is None for p in procs) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            done = [p for p in procs if p.poll() is not None]
+            live = [p for p in procs if p.poll() is None]
+            errs = [p.stderr.read() if p.stderr else "" for p in done]
+            for p in live:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+            lines = [line for e in errs for line in e.splitlines() if line.strip()]
+            ok = (
+                len(done) == 1
+                and done[0].returncode == 2
+                and len(lines) == 1
+                and "in use by process" in lines[0]
+            )
+            codes = [p.returncode for p in done]
+            return ok, f"first to end exits {codes}: {lines[-1][:150] if lines else '-'}"
+
+        self.record(cat, "two train --resume of one folder at once", two_resumes)
+
+        def authors_folder() -> Path:
+            import numpy as np
+
+            folder = Path(tempfile.mkdtemp(dir=self.work)) / "src"
+            folder.mkdir()
+            (folder / "config.gin").write_text(PI_GIN)
+            rng = np.random.default_rng(0)
+            np.savez(folder / "model.npz", params=rng.normal(size=913) * 0.1)
+            return folder
+
+        def killed(command: str, how: signal.Signals) -> Callable[[], tuple[bool, str]]:
+            """``command`` killed at a spread of moments: each time the outputs of the last
+            whole run stay byte for byte (or are the next whole run's), nothing else is left
+            (SIGKILL: at most a hidden temporary file), and the command then runs to the end."""
+
+            def check() -> tuple[bool, str]:
+                run = copy()
+                if command == "import":
+                    source = authors_folder()
+                    out = run.parent / "imported"
+                    argv = ["import", str(source), "--out", str(out)]
+                    watch = out
+                elif command == "report":
+                    argv, watch = ["report", "E3", str(run), "--no-plot"], run / "report"
+                else:
+                    argv = ["robustness", str(run), "--sweep", "shuffle", "--episodes", "1"]
+                    watch = run / "robustness"
+                whole = self.cli(*argv)
+                if whole.returncode != 0:
+                    return False, f"whole run exit {whole.returncode}: {whole.stderr[-150:]}"
+                before = snapshot(watch)
+                if command == "import":
+                    shutil.rmtree(out)
+                took = max(0.5, float(whole_seconds.get(command, 3.0)))
+                bad: list[str] = []
+                for k in range(6):
+                    delay = took * (0.15 + 0.15 * k)
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "zoo.cli", *argv], env=self.env,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                    )  # fmt: skip
+                    if command == "import":  # its writes take milliseconds: time on them
+                        delay = (0, 0.002, 0.005, 0.01, 0.03, 0.1)[k]
+                        while proc.poll() is None and not any(
+                            p.name.lstrip(".").startswith("imported") for p in out.parent.iterdir()
+                        ):
+                            time.sleep(0.0005)
+                    time.sleep(delay)
+                    proc.send_signal(how)
+                    proc.communicate(timeout=120)
+                    after = snapshot(watch) if watch.exists() else {}
+                    if command == "import":
+                        # a cut import leaves no folder or a whole one
+                        whole_now = after.keys() >= before.keys() - {"command.txt"}
+                        if after and not whole_now:
+                            bad.append(f"{delay:.1f}s: half folder {sorted(after)}")
+                        if watch.exists():
+                            shutil.rmtree(watch)
+                        stray = [
+                            p.name
+                            for p in watch.parent.iterdir()
+                            if p.name != "run"
+                            and not (how == signal.SIGKILL and p.name.startswith("."))
+                        ]
+                        if stray:
+                            bad.append(f"{delay:.1f}s: left {stray}")
+                        continue
+                    for name in sorted(set(before) | set(after)):
+                        hidden = Path(name).name.startswith(".")
+                        if name not in before and not (hidden and how == signal.SIGKILL):
+                            bad.append(f"{delay:.1f}s: new {name}")
+                        elif name in before and after.get(name) != before[name]:
+                            bad.append(f"{delay:.1f}s: {name} changed or gone")
+                again = self.cli(*argv)
+                ok = not bad and again.returncode == 0
+                return (
+                    ok,
+                    f"{'; '.join(bad[:3]) or 'outputs intact'}; again exit {again.returncode}",
+                )
+
+            return check
+
+        whole_seconds: dict[str, float] = {}
+        for command, argv in (
+            ("report", ["report", "E3", str(ppo), "--no-plot"]),
+            ("robustness", ["robustness", str(copy()), "--sweep", "shuffle", "--episodes", "1"]),
+        ):
+            start = time.perf_counter()
+            self.cli(*argv)
+            whole_seconds[command] = time.perf_counter() - start
+        start = time.perf_counter()
+        src = authors_folder()
+        self.cli("import", str(src), "--out", str(src.parent / "o"))
+        whole_seconds["import"] = time.perf_counter() - start
+        for command in ("report", "robustness", "import"):
+            for how in (signal.SIGKILL, signal.SIGTERM):
+                self.record(cat, f"{how.name} inside {command}", killed(command, how))
+
+        def full_disk(command: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run = copy()
+                if command == "import":
+                    source = authors_folder()
+                    out = run.parent / "imported"
+                    argv, watch = ["import", str(source), "--out", str(out)], out
+                    before: dict[str, bytes] = {}
+                else:
+                    argv, watch = ["report", "E3", str(run), "--no-plot"], run / "report"
+                    self.cli(*argv)
+                    before = snapshot(watch)
+                    status = json.loads((run / "eval.json").read_text())
+                    entry = next(iter(status["policies"].values()))
+                    entry["mean_reward"] = 12.5  # the next report differs
+                    (run / "eval.json").write_text(json.dumps(status))
+                # an import's config.yml (862 bytes) fits, its model.pt (7.5 kB) does not
+                limited = self.cli(*argv, limit_bytes=2000 if command == "import" else 300)
+                ok, detail = self.one_line_exit_2(limited)
+                after = snapshot(watch) if watch.exists() else {}
+                kept = after == before and (command != "import" or not watch.exists())
+                kept = kept and not [p for p in watch.parent.iterdir() if ".tmp" in p.name]
+                again = self.cli(*argv)
+                return (
+                    ok and kept and again.returncode == 0,
+                    f"{detail}; previous outputs kept: {kept}; again exit {again.returncode}",
+                )
+
+            return check
+
+        for command in ("import", "report"):
+            self.record(cat, f"full disk (RLIMIT_FSIZE) during {command}", full_disk(command))
+
+        def flag(label: str, *args: str, env: dict[str, str] | None = None) -> None:
+            def check() -> tuple[bool, str]:
+                run = copy()
+                status = json.loads((run / "status.json").read_text())
+                (run / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+                before = snapshot(run)
+                saved = self.env
+                self.env = {**saved, **(env or {})}
+                try:
+                    proc = self.cli(*[a.replace("RUN", str(run)) for a in args])
+                finally:
+                    self.env = saved
+                ok, detail = self.one_line_exit_2(proc)
+                same = snapshot(run) == before
+                return ok and same, detail + ("" if same else "; folder changed!")
+
+            self.record(cat, label, check)
+
+        resume = ("train", "--resume", "RUN", "--no-progress")
+        flag("--allow-import 'os;touch x'", *resume, "--allow-import", "os;touch x")
+        flag("--allow-import ''", *resume, "--allow-import", "")
+        flag("--allow-import ../../x", *resume, "--allow-import", "../../x")
+        flag("--allow-import __main__ with a config naming it", "train", str(self.config(
+            "m", {**PPO, "policy": "__main__:MlpPolicy"})), "--root", "RUN/r",
+            "--allow-import", "__main__")  # fmt: skip
+        for value in ("os;touch x", "../../x", "a,,b c", "x" * 5000):
+            flag(f"ATTN_ZOO_ALLOW_IMPORT={value[:20]!r}", *resume,
+                 env={"ATTN_ZOO_ALLOW_IMPORT": value})  # fmt: skip
+        flag("--trust-teacher of a missing file", *resume, "--trust-teacher", "/no/such.zip")
+        flag("--trust-teacher of a folder (/)", *resume, "--trust-teacher", "/")
+        flag("--trust-teacher ''", *resume, "--trust-teacher", "")
+
+        def restore(change: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                source = authors_folder()
+                run = source.parent / "imported"
+                made = self.cli("import", str(source), "--out", str(run))
+                if made.returncode != 0:
+                    return False, f"import exit {made.returncode}: {made.stderr[-150:]}"
+                (run / "model.pt").unlink()
+                victim = self.work / f"victim-{random.getrandbits(32)}"
+                victim.mkdir()
+                (victim / "model.pt").write_text("precious")
+                if change == "model.pt":  # a link to a file that does not exist yet
+                    (run / "model.pt").symlink_to(victim / "new.pt")
+                    proc = self.cli("import", str(source), "--restore", str(run))
+                    ok = proc.returncode == 0 and not (victim / "new.pt").exists()
+                    ok = ok and not (run / "model.pt").is_symlink()
+                    return ok, f"exit {proc.returncode}, victim untouched: {ok}"
+                if change == "../ folder":
+                    target = f"{run}/../../{victim.name}"
+                    proc = self.cli("import", str(source), "--restore", target)
+                    ok, detail = self.one_line_exit_2(proc)
+                    return ok and (victim / "model.pt").read_text() == "precious", detail
+                # provenance.json linked to a huge file elsewhere
+                big = self.work / f"big-{random.getrandbits(32)}.json"
+                with big.open("wb") as fh:
+                    fh.truncate(2**30)
+                (run / "provenance.json").unlink()
+                (run / "provenance.json").symlink_to(big)
+                start = time.perf_counter()
+                proc = self.cli("import", str(source), "--restore", str(run))
+                took = time.perf_counter() - start
+                ok, detail = self.one_line_exit_2(proc)
+                return ok and took < 30, f"{detail} ({took:.1f} s)"
+
+            return check
+
+        for change in ("model.pt", "../ folder", "provenance.json"):
+            self.record(cat, f"import --restore with a linked or traversing {change}",
+                        restore(change))  # fmt: skip
+
+        def recipe_stages(linked: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                stage = self.config("tiny", {**PPO, "n_timesteps": 32})
+                body = {"algo": "recipe", "env": "CartPole-v1", "stages": [
+                    {"name": "a", "experiment": str(stage)},
+                    {"name": "b", "experiment": str(stage), "init": None}],
+                    "eval": {"final_episodes": 1}}  # fmt: skip
+                config = self.config("rec", body)
+                runs = config.parent / "runs"
+                self.cli("train", str(config), "--root", str(runs), "--no-progress")
+                (run,) = (runs / "rec").iterdir()
+                victim = self.work / f"victim-{random.getrandbits(32)}"
+                if linked == "stages/":
+                    shutil.copytree(run / "stages", victim)
+                    shutil.rmtree(run / "stages")
+                    (run / "stages").symlink_to(victim)
+                    shutil.rmtree(victim / "2_b")
+                else:
+                    shutil.copytree(run / "stages" / "2_b", victim)
+                    shutil.rmtree(run / "stages" / "2_b")
+                    (run / "stages" / "2_b").symlink_to(victim)
+                    status = json.loads((victim / "status.json").read_text())
+                    (victim / "status.json").write_text(
+                        json.dumps({**status, "state": "interrupted"})
+                    )
+                status = json.loads((run / "status.json").read_text())
+                (run / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+                before = snapshot(victim)
+                proc = self.cli("train", "--resume", str(run), "--no-progress")
+                kept = snapshot(victim) == before
+                return (
+                    kept,
+                    f"exit {proc.returncode}: {proc.stderr.strip()[-120:]}; target kept: {kept}",
+                )
+
+            return check
+
+        for linked in ("stages/", "stages/2_b"):
+            self.record(cat, f"recipe train --resume through a linked {linked}",
+                        recipe_stages(linked))  # fmt: skip
+
+        def long_line(*args: str) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                run = copy()
+                header = (run / "metrics.csv").read_text().splitlines()[0]
+                with (run / "metrics.csv").open("w") as fh:
+                    fh.write(header + "\n1,0.5,episode_return,")
+                    fh.truncate(2**30)  # a 1 GB line (sparse: no disk used)
+                start = time.perf_counter()
+                proc = self.cli(*[a.replace("RUN", str(run)) for a in args], timeout=120)
+                took = time.perf_counter() - start
+                ok, detail = self.one_line_exit_2(proc)
+                return ok and took < 20, f"{detail} ({took:.1f} s)"
+
+            return check
+
+        self.record(cat, "metrics.csv 1 GB line on report",
+                    long_line("report", "E3", "RUN", "--no-plot"))  # fmt: skip
+        self.record(cat, "metrics.csv 1 GB line on plot", long_line("plot", "RUN"))
+
 
 class Lines46:
     """A train process whose stdout (progress lines) and stderr are read as they come."""
@@ -1097,6 +1609,8 @@ def main() -> int:
         "code46": prober.code_paths,
         "faults46": prober.faults_46,
         "dos": prober.dos,  # issue 46 items 5-8, 11 (gin)
+        "pass68": prober.pass_68,  # issue 68: .git, names, links, writers, injection, bombs
+        "pass68b": prober.pass_68b,  # issue 68, not yet probed: races, kills, full disks, flags
     }
     start = time.perf_counter()
     try:
@@ -1105,6 +1619,11 @@ def main() -> int:
                 step()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if args.only and Path(args.out).is_file():  # a partial run refreshes its own probes only
+        ran = {r["category"] for r in prober.results}
+        kept = [r for r in json.loads(Path(args.out).read_text())["results"]
+                if r["category"] not in ran]  # fmt: skip
+        prober.results = kept + prober.results
     failed = [r for r in prober.results if not r["ok"]]
     summary = {
         "probes": len(prober.results),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -370,3 +371,18 @@ def test_train_env_kwargs_apply_to_fitness_rollouts_only(tmp_path: Path) -> None
     assert run.config.body["train_env_kwargs"] == {"upright_share": 1.0}
     fitness = [float(r["fitness_best"]) for r in progress(run.path)]
     assert min(fitness) > run.eval["policies"]["deterministic"]["mean_reward"]
+
+
+def test_resume_through_a_linked_logs_folder_writes_only_inside_the_run(tmp_path: Path) -> None:
+    # issue 68, item 2: tensorboard(path / "logs") wrote its events through a linked logs/
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train("cartpole_fnn", budget="smoke", root=tmp_path, callbacks=[InterruptAt(1)])
+    (path,) = (tmp_path / "cartpole_fnn").iterdir()
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "notes.txt").write_text("precious\n")
+    shutil.rmtree(path / "logs", ignore_errors=True)
+    (path / "logs").symlink_to(victim)
+    zoo.resume(path)
+    assert sorted(p.name for p in victim.iterdir()) == ["notes.txt"]
+    assert not (path / "logs").is_symlink() and list((path / "logs").glob("events.out.*"))

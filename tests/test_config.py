@@ -507,3 +507,22 @@ def test_yaml_syntax_errors_and_unsafe_tags_are_one_line(tmp_path: Path) -> None
     assert not marker.exists()
     with pytest.raises(ConfigError, match="--set a=\\[1: YAML syntax error"):
         parse_overrides(["a=[1"])
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["../../../x", "/some/where", "a/b", "..", ".hidden", "-x", "x" * 300, "naïve", "a b"],
+)
+def test_an_experiment_name_is_one_folder_name(tmp_path: Path, name: str) -> None:
+    # The name is the folder under runs/: '../../../x' and '/some/where' trained outside
+    # --root, 300 characters ended in an internal OSError (issue 68, items 3 and 8).
+    path = write_family(tmp_path, {name: BASE})
+    with pytest.raises(ConfigError, match="is not a folder name"):
+        load_runs(path)
+
+
+def test_a_matrix_cell_is_one_folder_name(tmp_path: Path) -> None:
+    body = {**BASE, "env": "{game}", "matrix": {"game": ["../../CartPole-v1"]}}
+    with pytest.raises(ConfigError, match=r"the matrix cell .* is not a folder"):
+        load_runs(write_family(tmp_path, {"exp": body}))
+    assert [r.experiment for r in load_one(tmp_path)] == ["exp"]  # plain names still load

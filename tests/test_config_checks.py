@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -131,3 +132,15 @@ def test_anchors_within_the_bound_still_load() -> None:
     text = "base: &base {lr: 0.001, arch: [64, 64]}\nrun: {<<: *base, seed: 3}\n"
     assert safe_yaml(text, "ok.yml")["run"] == {"lr": 0.001, "arch": [64, 64], "seed": 3}
     assert safe_yaml(billion_laughs(levels=4), "ok.yml")["bomb"]["lol3"][0][0][0] == ["lol"] * 9
+
+
+@pytest.mark.parametrize("name", ["status.json", "eval.json", "provenance.json"])
+def test_a_run_folder_s_json_nested_100k_deep_is_one_line(tmp_path: Path, name: str) -> None:
+    # issue 68, item 8: json's parser ended in a RecursionError (exit 1, a traceback file)
+    from zoo.config_checks import read_json
+
+    (tmp_path / name).write_text('{"a": ' * 100_000 + "1" + "}" * 100_000)
+    with pytest.raises(ConfigError, match="nested more than 100 levels deep"):
+        read_json(tmp_path / name)
+    (tmp_path / name).write_text('{"a": "[[[[{{{{", "b": [[1]]}')  # brackets in text: fine
+    assert read_json(tmp_path / name) == {"a": "[[[[{{{{", "b": [[1]]}

@@ -206,3 +206,32 @@ def test_committed_result_folders_convert_without_writing() -> None:
         ]
     assert legacy_metrics(RESULTS / "pretrained" / "cartpole_pi")["metric"].size == 0
     assert sorted(RESULTS.rglob(FILE)) == written and git_status(RESULTS) == before
+
+
+def _one_gb_line(path: Path, header: str) -> None:
+    with path.open("w") as fh:
+        fh.write(header + "\n1,0.5,episode_return,")
+        fh.truncate(2**30)  # sparse: a 1 GB second line that takes no disk
+
+
+@pytest.mark.parametrize("reader", ["read_metrics", "MetricsLogger", "read_monitor"])
+def test_a_1_gb_line_is_one_error_never_read_whole(tmp_path: Path, reader: str) -> None:
+    """Issue 68: a shared run folder's ``metrics.csv`` (or monitor file) with a 1 GB line is
+    a ConfigError naming the file and the line, read no further than the line limit."""
+    import time
+
+    from zoo.config import ConfigError
+
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match="line 2 is longer than 65,536 characters"):
+        if reader == "read_monitor":
+            (tmp_path / "monitor").mkdir()
+            _one_gb_line(tmp_path / "monitor" / "train_0.monitor.csv", '#{"t_start": 0}')
+            read_monitor(tmp_path)
+        else:
+            _one_gb_line(tmp_path / "metrics.csv", "step,wall_time,metric,value")
+            if reader == "read_metrics":
+                read_metrics(tmp_path)
+            else:
+                MetricsLogger(tmp_path, resume_step=1.0)
+    assert time.perf_counter() - start < 5

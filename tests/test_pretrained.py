@@ -637,3 +637,30 @@ def test_an_npz_bomb_is_refused_from_its_header_before_decompressing(tmp_path: P
         tracemalloc.stop()
     assert peak < 50 * 2**20  # 240 MB were decompressed before the count was compared
     assert not out.exists()
+
+
+def test_a_full_disk_during_import_is_one_line_and_leaves_no_folder(tmp_path):
+    """Issue 68: ``attn-zoo import`` under a file-size limit (config.yml fits, model.pt does
+    not) is one ``attn-zoo: error:`` line, exit 2, and no half folder (which the same command
+    would then refuse as not empty); the same command without the limit then succeeds."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    params = np.random.default_rng(0).normal(size=913) * 0.1
+    source = write_folder(tmp_path / "src", "cartpole_pi", params)
+    out = tmp_path / "imported"
+    argv = [sys.executable, "-m", "zoo.cli", "import", str(source), "--out", str(out)]
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+
+    cut = subprocess.run(argv, capture_output=True, text=True, preexec_fn=limit, check=False)
+    lines = cut.stderr.strip().splitlines()
+    assert cut.returncode == 2 and len(lines) == 1, cut.stderr
+    assert lines[0].startswith("attn-zoo: error: no room") and "File too large" in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    assert subprocess.run(argv, capture_output=True, check=False).returncode == 0
+    assert json.loads((out / "status.json").read_text())["state"] == "finished"

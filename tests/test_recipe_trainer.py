@@ -173,3 +173,33 @@ def test_the_shipped_e3_recipe_runs_the_committed_route() -> None:
     ]  # fmt: skip
     assert stages[5].overrides == {"population": 512}
     assert run.eval.test_seed not in range(run.eval.seed, run.eval.seed + 10_000)
+
+
+@pytest.mark.parametrize("linked", ["stages", "stages/2_second"])
+def test_a_linked_stage_folder_is_replaced_never_written_through(
+    tmp_path: Path, linked: str
+) -> None:
+    """Issue 68: a shared recipe folder whose ``stages/`` (or one stage folder) links
+    elsewhere: ``--resume`` trains that stage in a real folder of its own; the link's
+    target keeps every byte."""
+    import shutil
+
+    run = zoo.train(recipe_file(tmp_path, TWO_STAGES), budget="smoke", seed=1,
+                    run_dir=tmp_path / "run").path  # fmt: skip
+    victim = tmp_path / "victim"
+    shutil.copytree(run / linked, victim)
+    shutil.rmtree(run / linked)
+    (run / linked).symlink_to(victim)
+    if linked == "stages":
+        shutil.rmtree(victim / "2_second")  # the stage to train again
+    else:
+        status = json.loads((victim / "status.json").read_text())
+        (victim / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+    status = json.loads((run / "status.json").read_text())
+    (run / "status.json").write_text(json.dumps({**status, "state": "interrupted"}))
+    before = {p: p.read_bytes() for p in victim.rglob("*") if p.is_file()}
+    resumed = zoo.resume(run)
+    assert resumed.status["state"] == "finished"
+    assert {p: p.read_bytes() for p in victim.rglob("*") if p.is_file()} == before
+    assert not (run / linked).is_symlink()
+    assert zoo.load(run / "stages" / "2_second").status["state"] == "finished"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -16,11 +17,15 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
 from attn_policies.algorithms import DoubleDQN, OversamplingReplayBuffer
+from zoo.config import ConfigError
 from zoo.registry import (
     ALLOW_IMPORT_ENV,
+    ALLOW_WRITER_ENV,
     REGISTRIES,
     allow_imports,
+    allow_writers,
     allowed_imports,
+    allowed_writers,
     check_env_ids,
     is_activation,
     resolve,
@@ -222,3 +227,81 @@ def test_allow_imports_takes_package_names_only(monkeypatch: pytest.MonkeyPatch)
     allow_imports(["a.b", "c"])
     allow_imports(["c"])
     assert allowed_imports()[-2:] == ("a.b", "c")
+
+
+WRITING_WRAPPERS = [
+    ("gymnasium.wrappers:RecordVideo", {"video_folder": "@"}, "video_folder"),
+    ("stable_baselines3.common.monitor:Monitor", {"filename": "@/monitor"}, "filename"),
+    ("gymnasium.wrappers:HumanRendering", {}, "window"),
+]
+
+
+@pytest.mark.parametrize(("name", "kwargs", "said"), WRITING_WRAPPERS)
+def test_a_wrapper_that_writes_where_its_arguments_say_needs_the_command_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    kwargs: dict[str, str],
+    said: str,
+) -> None:
+    # issue 68, item 4: `env_wrapper: gymnasium.wrappers:RecordVideo` with `video_folder:
+    # /any/path` wrote videos there from a config alone
+    import yaml
+
+    import zoo.cli
+
+    monkeypatch.setenv(ALLOW_WRITER_ENV, "")
+    elsewhere = tmp_path / "elsewhere"
+    kwargs = {k: v.replace("@", str(elsewhere)) for k, v in kwargs.items()}
+    body = {
+        "algo": "ppo", "env": "CartPole-v1", "policy": "MlpPolicy", "n_timesteps": 64,
+        "n_steps": 32, "batch_size": 32, "env_kwargs": {"render_mode": "rgb_array"},
+        "env_wrapper": [{name: kwargs}], "eval": {"freq": 0, "final_episodes": 1},
+    }  # fmt: skip
+    config = tmp_path / "evil.yml"
+    config.write_text(yaml.safe_dump({"evil": body}))
+    code = zoo.cli.main(["train", str(config), "--root", str(tmp_path / "runs")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "writes files" in err[0] and said in err[0], err
+    assert not elsewhere.exists() and not (tmp_path / "runs").exists()
+    with pytest.raises(ConfigError, match="--allow-writer"):
+        resolve("wrapper", name)
+    allow_writers([name.rpartition(":")[2]])  # the person running names it: resolved
+    assert resolve("wrapper", name).__name__ == name.rpartition(":")[2]
+
+
+def test_allow_writer_takes_class_names_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ALLOW_WRITER_ENV, "")
+    for bad in ("os.system; rm", "a:b:c", "", "gymnasium.wrappers:"):
+        with pytest.raises(ConfigError, match="--allow-writer"):
+            allow_writers([bad])
+    allow_writers(["RecordVideo", "gymnasium.wrappers:RecordVideo"])
+    assert allowed_writers() == ["RecordVideo", "gymnasium.wrappers:RecordVideo"]
+
+
+@pytest.mark.parametrize("value", ["os;touch x", "../../x", "a,,b c", "x" * 5000])
+def test_names_from_the_environment_are_checked_as_allow_import_names_are(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """Issue 68: ``ATTN_ZOO_ALLOW_IMPORT`` goes through the check ``--allow-import`` does."""
+    from zoo.registry import ALLOW_IMPORT_ENV, allow_imports, allowed_imports
+
+    monkeypatch.setenv(ALLOW_IMPORT_ENV, value)
+    with pytest.raises(ConfigError, match=r"ATTN_ZOO_ALLOW_IMPORT .*not a Python package name"):
+        allowed_imports()
+    with pytest.raises(ConfigError, match=r"ATTN_ZOO_ALLOW_IMPORT .*not a Python package name"):
+        allow_imports(["my_pkg"])
+    monkeypatch.setenv(ALLOW_IMPORT_ENV, "my_pkg,other.sub")
+    assert allowed_imports()[-2:] == ("my_pkg", "other.sub")
+
+
+def test_a_hostile_environment_value_is_one_line_on_the_command_line() -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ATTN_ZOO_ALLOW_IMPORT": "os;touch x"}
+    proc = subprocess.run([sys.executable, "-m", "zoo.cli", "list"],
+                          capture_output=True, text=True, env=env, check=False)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "ATTN_ZOO_ALLOW_IMPORT 'os;touch x'" in proc.stderr

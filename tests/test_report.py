@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,54 @@ def test_probe_table_goes_to_probes_md_and_the_page_block(tmp_path: Path, monkey
     with pytest.raises(ConfigError, match="probes"):
         report("E7", root=root, plot=False)
     assert page.read_text() == PAGE and not probes_md.exists()
+
+
+@pytest.mark.parametrize("default", ["folder given", "experiment's cells"])
+def test_a_linked_report_folder_is_replaced_not_written_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, default: str
+) -> None:
+    # issue 68, item 5: report/ made with mkdir(exist_ok=True) followed a link planted in a
+    # shared folder, and the target's summary.md was overwritten
+    e7_grid(tmp_path)
+    folder = tmp_path / "results" / "atariari" / "Pong-L-g_awrl"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "summary.md").write_text("precious")
+    if default == "folder given":
+        (folder / "report").symlink_to(victim)
+        report("E7", [folder], root=tmp_path, plot=False)
+        target = folder / "report"
+    else:
+        exp = find_experiment("E7")
+        small = dataclasses.replace(exp, cells=exp.cells[:2], probes=())
+        monkeypatch.setattr("zoo.experiments.EXPERIMENTS", (small,))
+        target = tmp_path / "results" / exp.folder / "report"
+        target.symlink_to(victim)
+        report("E7", root=tmp_path, plot=False)
+    assert [p.name for p in victim.iterdir()] == ["summary.md"]
+    assert (victim / "summary.md").read_text() == "precious"
+    assert not target.is_symlink() and (target / "summary.md").is_file()
+
+
+def test_a_contributed_eval_json_never_reaches_the_docs_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 68, item 6: n_episodes holding <script> and a new report marker was pasted into
+    # the experiment's page, and the next report refused the page
+    e7_grid(tmp_path)
+    page = tmp_path / "docs" / "experiments" / "e7_atariari.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(PAGE)
+    exp = find_experiment("E7")
+    monkeypatch.setattr(
+        "zoo.experiments.EXPERIMENTS", (dataclasses.replace(exp, cells=exp.cells[:2], probes=()),)
+    )
+    run = tmp_path / "results" / "atariari" / "Pong-L-fc" / "0-20260101-000000"
+    result = json.loads((run / "eval.json").read_text())
+    result["policies"]["stochastic"]["n_episodes"] = "<script>alert(1)</script>\n<!-- report: x -->"
+    (run / "eval.json").write_text(json.dumps(result))
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "E7", "--no-plot"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "n_episodes must be a whole number" in err[0]
+    assert page.read_text() == PAGE and not (tmp_path / "results" / "atariari" / "report").exists()

@@ -14,6 +14,7 @@ from _zoo import TINY_DOORKEY, trained
 from matplotlib import pyplot as plt
 
 import zoo
+import zoo.cli
 from zoo import factory, robustness
 from zoo.config import ConfigError
 from zoo.robustness import check_sweep, run_sweep
@@ -268,3 +269,22 @@ def test_perturbations_the_env_cannot_take_are_refused(tmp_path: Path) -> None:
         check_sweep(tmp_path, "channels")
     with pytest.raises(ConfigError, match="at least one run"):
         check_sweep([], "shuffle")
+
+
+def test_the_cli_replaces_a_linked_robustness_folder(
+    pi_run: zoo.Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 68, item 5: `attn-zoo robustness RUN` (no --out) handed the sweep its default
+    # folder as if the user had named it, so a linked robustness/ was written through
+    run = tmp_path / "run"
+    shutil.copytree(pi_run.path, run, ignore=shutil.ignore_patterns("robustness"))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "shuffle.md").write_text("precious")
+    (run / "robustness").symlink_to(victim)
+    code = zoo.cli.main(["robustness", str(run), "--sweep", "shuffle", "--episodes", "1"])
+    capsys.readouterr()
+    assert code == 0
+    assert [p.name for p in victim.iterdir()] == ["shuffle.md"]
+    assert (victim / "shuffle.md").read_text() == "precious"
+    assert not (run / "robustness").is_symlink() and (run / "robustness" / "shuffle.md").is_file()

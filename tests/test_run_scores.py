@@ -64,3 +64,54 @@ def test_collect_raises_on_a_cell_without_a_finished_run(tmp_path: Path) -> None
 
 def test_md_row_leaves_empty_cells_empty() -> None:
     assert md_row(["a", "", 1]) == "| a | | 1 |"
+
+
+def rewrite(file: Path, change: dict, *, inside: str | None = None) -> None:
+    data = json.loads(file.read_text())
+    (data["policies"]["stochastic"] if inside else data).update(change)
+    file.write_text(json.dumps(data))
+
+
+BAD_VALUES = [
+    ("eval.json", "policy", {"mean_reward": "abc"}, "mean_reward must be a number"),
+    ("eval.json", "policy", {"mean_reward": {}}, "mean_reward must be a number"),
+    ("eval.json", "policy", {"mean_reward": [1]}, "mean_reward must be a number"),
+    ("eval.json", "policy", {"mean_reward": None}, "mean_reward must be a number"),
+    ("eval.json", "policy", {"mean_reward": float("nan")}, "mean_reward is nan"),
+    ("eval.json", "policy", {"std_reward": float("inf")}, "std_reward is inf"),
+    ("eval.json", "policy", {"n_episodes": "<script>alert(1)</script><!-- report: x -->"},
+     "n_episodes must be a whole number"),
+    ("eval.json", "policy", {"n_episodes": 2.5}, "n_episodes must be a whole number"),
+    ("eval.json", "policy", {"n_episodes": True}, "n_episodes must be a whole number"),
+    ("status.json", None, {"seed": "<b>0</b>"}, "seed must be a whole number"),
+    ("status.json", None, {"num_timesteps": -1}, "num_timesteps must be a whole number"),
+    ("status.json", None, {"wall_seconds": "12"}, "wall_seconds must be a number"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "inside", "change", "message"), BAD_VALUES)
+def test_every_value_read_from_a_run_folder_is_checked_by_type_and_range(
+    tmp_path: Path, name: str, inside: str | None, change: dict, message: str
+) -> None:
+    # issue 68, items 6 and 8: read_score kept n_episodes, seed and num_timesteps as they
+    # came, and float() of "abc", {} or null was an internal error
+    run = finished_run(tmp_path / "r", 3, -7.0, [-21.0] * 10)
+    rewrite(run / name, change, inside=inside)
+    with pytest.raises(ConfigError, match=message):
+        read_score(run, "test return")
+
+
+@pytest.mark.parametrize("name", ["eval.json", "status.json"])
+def test_a_json_file_nested_100k_deep_is_one_config_error(tmp_path: Path, name: str) -> None:
+    run = finished_run(tmp_path / "r", 3, -7.0, [-21.0] * 10)
+    (run / name).write_text("[" * 100_000 + "]" * 100_000)  # RecursionError in json before
+    with pytest.raises(ConfigError, match="nested more than 100 levels"):
+        read_score(run, "test return")
+
+
+def test_text_reaching_markdown_is_escaped() -> None:
+    row = md_row(["<script>alert(1)</script>", "a|b", "<!-- report: x -->", "line\nbreak"])
+    assert "<" not in row and ">" not in row and row.count(" | ") == 3  # four cells
+    assert row == (
+        "| &lt;script&gt;alert(1)&lt;/script&gt; | a\\|b | &lt;!-- report: x --&gt; | line break |"
+    )

@@ -17,7 +17,8 @@ from stable_baselines3.common.save_util import load_from_zip_file
 
 import zoo
 import zoo.cli
-from zoo.config import ConfigError
+from zoo.config import ConfigError, EvalConfig, RunConfig
+from zoo.runs import new_run_dir
 
 # A cheap on-policy config: 2 envs x 32 steps = 64 per rollout, so 200 steps end at 256.
 CARTPOLE_PPO: dict[str, Any] = {
@@ -765,3 +766,40 @@ def test_run_agent_plays_every_kind_of_run_as_its_trainer_scores_it(
         venv.close()
     assert steps == expected["lengths"][0]
     assert total == pytest.approx(expected["rewards"][0], rel=1e-4, abs=1e-4)
+
+
+@pytest.mark.parametrize("name", ["../../../x", "/ABSOLUTE"])
+def test_an_experiment_name_never_places_a_run_outside_root(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    # issue 68, item 3: the top-level key of a config was the run folder's path under --root
+    work = tmp_path / "a" / "b" / "c"
+    work.mkdir(parents=True)
+    name = name.replace("/ABSOLUTE", str(tmp_path / "where"))
+    body = {"algo": "ppo", "env": "CartPole-v1", "policy": "MlpPolicy", "n_timesteps": 64,
+            "n_steps": 32, "batch_size": 32, "eval": {"freq": 0, "final_episodes": 1}}  # fmt: skip
+    config = work / "evil.yml"
+    config.write_text(yaml.safe_dump({name: body}))
+    before = sorted(tmp_path.rglob("*"))
+    code = zoo.cli.main(["train", str(config), "--root", str(work / "runs"), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "is not a folder name" in err[0]
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written anywhere
+    run = RunConfig(name, "", "full", body, EvalConfig())
+    with pytest.raises(ConfigError, match="is not a folder name"):  # in Python too
+        new_run_dir(run, work / "runs")
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("trusted", ["/no/such/teacher.zip", "/", ""])
+def test_a_trust_teacher_naming_no_file_is_refused_before_anything(
+    tmp_path: Path, trusted: str
+) -> None:
+    """Issue 68: ``--trust-teacher`` names the one pickled file a run may unpickle; a missing
+    file, ``/`` or ``''`` (a folder) is one line, exit 2, and no folder is made."""
+    config = tmp_path / "cart.yml"
+    body = {"algo": "ppo", "env": "CartPole-v1", "policy": "MlpPolicy", "n_timesteps": 64}
+    config.write_text(yaml.safe_dump({"cart": body}))
+    with pytest.raises(ConfigError, match=r"--trust-teacher .*: not a file"):
+        zoo.train(config, root=tmp_path / "runs", trust_teacher=[trusted])
+    assert not (tmp_path / "runs").exists()

@@ -142,3 +142,69 @@ def test_dropping_statistics_from_a_foreign_file_writes_nothing(tmp_path: Path) 
         sb3_state.drop_optimizer_statistics(tmp_path / "odd.zip", tmp_path / "slim.zip")
     assert not (tmp_path / "slim.zip").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.zip", "odd.zip"]
+
+
+def deflated(file: Path, entries: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(file, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for name, raw in entries.items():
+            archive.writestr(name, raw)
+    return file
+
+
+def test_a_checkpoint_whose_data_entry_inflates_is_refused_unread(tmp_path: Path) -> None:
+    # issue 68, item 7: a 1 MB checkpoints/last.zip whose data entry inflated to 1 GB peaked
+    # at 2.45 GB and exited 0; here 32 MB of padding deflate to about 32 kB
+    data = b'{"num_timesteps": 5, "pad": "' + b" " * (32 * 2**20) + b'"}'
+    bomb = deflated(tmp_path / "last.zip", {"data": data})
+    assert bomb.stat().st_size < 100_000
+    with pytest.raises(ConfigError, match="refused as a zip bomb"):
+        sb3_state.read_counters(bomb)
+    with pytest.raises(ConfigError, match="refused as a zip bomb"):
+        sb3_state.read_logger_state(bomb)
+
+
+def test_an_sb3_zip_whose_tensors_inflate_is_refused_before_sb3_reads_it(tmp_path: Path) -> None:
+    model = _dqn()
+    model.save(tmp_path / "model.zip")
+    with zipfile.ZipFile(tmp_path / "model.zip") as archive:
+        entries = {n: archive.read(n) for n in archive.namelist()}
+    buffer = io.BytesIO()
+    torch.save({"weight": torch.zeros(8 * 2**20)}, buffer)  # 32 MB of zeros
+    entries["policy.pth"] = buffer.getvalue()
+    bomb = deflated(tmp_path / "bomb.zip", entries)
+    with pytest.raises(ConfigError, match="refused as a zip bomb"):
+        sb3_state.load_model(_dqn(), bomb)
+
+
+def torch_file(file: Path, tensors: dict[str, torch.Tensor], compress: bool) -> Path:
+    buffer = io.BytesIO()
+    torch.save(tensors, buffer)
+    if not compress:
+        file.write_bytes(buffer.getvalue())
+        return file
+    with zipfile.ZipFile(buffer) as archive:
+        entries = {n: archive.read(n) for n in archive.namelist()}
+    return deflated(file, entries)
+
+
+def test_a_tensor_file_is_checked_against_the_module_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 68, item 7: a 1 MB deflated best_model.pt made `attn-zoo show` peak at 1.48 GB
+    from zoo.trainers.base import load_state_dict
+
+    module = torch.nn.Linear(4, 2)
+    big = {"weight": torch.zeros(8 * 2**20), "bias": torch.zeros(2)}
+    bomb = torch_file(tmp_path / "best_model.pt", big, compress=True)
+    assert bomb.stat().st_size < 200_000
+    plain = torch_file(tmp_path / "model.pt", big, compress=False)  # 32 MB, stored
+    read: list[object] = []
+    monkeypatch.setattr(torch, "load", lambda *a, **k: read.append(a))
+    with pytest.raises(ConfigError, match="refused as a zip bomb"):
+        load_state_dict(module, bomb, "policy")
+    with pytest.raises(ConfigError, match="more than the run's tensors can hold"):
+        load_state_dict(module, plain, "policy")
+    assert read == []  # neither was read
+    monkeypatch.undo()
+    fits = torch_file(tmp_path / "fits.pt", module.state_dict(), compress=True)
+    assert torch.equal(load_state_dict(torch.nn.Linear(4, 2), fits, "policy").weight, module.weight)

@@ -4,6 +4,7 @@ tested through the zoo API in test_runs.py)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -254,3 +255,22 @@ def test_a_resumed_run_dumps_its_logs_at_the_uninterrupted_runs_steps(tmp_path: 
 
     assert dumps(plain.path) == [(1000.0, 100.0), (2000.0, 200.0), (3000.0, 300.0)]
     assert dumps(cut) == dumps(plain.path)
+
+
+def test_resume_through_a_linked_logs_folder_writes_only_inside_the_run(tmp_path: Path) -> None:
+    # issue 68, item 2: SB3's logger made logs/part<k> outside make_folder, so a shared run
+    # folder whose logs/ linked elsewhere had the target's part1/progress.csv truncated
+    with pytest.raises(KeyboardInterrupt):
+        zoo.train(config(tmp_path), root=tmp_path, callbacks=[InterruptAt(150)])
+    (path,) = (tmp_path / "cartppo").iterdir()
+    victim = tmp_path / "victim"
+    (victim / "part1").mkdir(parents=True)
+    (victim / "part1" / "progress.csv").write_text("precious\n")
+    before = {str(p.relative_to(victim)): p.read_bytes() for p in victim.rglob("*") if p.is_file()}
+    shutil.rmtree(path / "logs")
+    (path / "logs").symlink_to(victim)
+    zoo.resume(path)
+    after = {str(p.relative_to(victim)): p.read_bytes() for p in victim.rglob("*") if p.is_file()}
+    assert after == before  # not truncated, no tfevents beside it
+    assert not (path / "logs").is_symlink()
+    assert list((path / "logs").glob("part*/progress.csv"))

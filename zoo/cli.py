@@ -10,6 +10,8 @@ status (0 done, 1 an internal error with a traceback file, 2 a user error, 130 i
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import shlex
 import sys
 import tempfile
@@ -51,6 +53,20 @@ def _internal_error(err: BaseException, args: argparse.Namespace) -> int:
     return 1
 
 
+DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+"""The errors of a write that found no room: the disk, a quota or a file-size limit."""
+
+
+def _disk_full(err: OSError) -> str:
+    """One line for a write that found no room: every file is written to a temporary file
+    first, so the previous files are whole; the command can simply run again."""
+    where = f" writing {err.filename}" if err.filename else ""
+    return (
+        f"no room{where} ({err.strerror}: a full disk, a quota or a file-size limit); the "
+        "files written before are kept whole: free space and run the command again"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``attn-zoo ARGV`` (default ``sys.argv[1:]``); its exit status.
 
@@ -64,10 +80,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = argv
     try:
-        if args.allow_import:  # the person running says so; a config never can
-            from zoo.registry import allow_imports
+        if args.allow_import or os.environ.get("ATTN_ZOO_ALLOW_IMPORT"):
+            from zoo.registry import allow_imports  # the person running says so, never a config
 
-            allow_imports(args.allow_import)
+            allow_imports(args.allow_import or ())  # flags and environment: one check
+        if args.allow_writer:  # the same for a class that writes where its arguments say
+            from zoo.registry import allow_writers
+
+            allow_writers(args.allow_writer)
         with log_to_console():  # the library's notices and warnings, as bare lines
             return int(args.func(args) or 0)
     except USER_ERRORS as err:
@@ -80,6 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not stdout_reader_gone():  # another pipe broke (a worker's): a bug, not the reader
             return _internal_error(err, args)
         return reader_gone(args)
+    except OSError as err:
+        if err.errno not in DISK_FULL:
+            return _internal_error(err, args)
+        print(f"attn-zoo: error: {_disk_full(err)}", file=sys.stderr)
+        return 2
     except Exception as err:
         return _internal_error(err, args)
     finally:

@@ -393,7 +393,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_robustness(args: argparse.Namespace) -> int:
     """``attn-zoo robustness``: runs under perturbations; 1 when a cell could not be played."""
-    from zoo.outputs import output_folder
+    from zoo.outputs import make_output_folder
     from zoo.robustness import check_sweep, not_played, robustness_sweep
     from zoo.robustness_tables import markdown
 
@@ -401,7 +401,8 @@ def cmd_robustness(args: argparse.Namespace) -> int:
     runs = [resolve_run(run) for run in args.runs]  # RUN/latest as evaluate takes it
     # every spec against every run's env before the first episode
     sweeps = [check_sweep(runs, spec, rescale) for spec in args.sweep]
-    out = Path(args.out) if args.out else output_folder(runs[0]) / "robustness"
+    # the default folder as robustness_sweep makes it (a linked robustness/ is replaced)
+    out = Path(args.out) if args.out else make_output_folder(runs[0], "robustness")
     failed: list[tuple[str, dict]] = []
     cells = 0
     for sweep in sweeps:

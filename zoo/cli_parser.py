@@ -196,4 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="PKG",
             help="let configs import this package too (its code runs; repeatable)",
         )
+        p.add_argument(
+            "--allow-writer",
+            action="append",
+            default=[],
+            metavar="CLASS",
+            help="let configs name this class that writes files where its arguments say, "
+            "e.g. RecordVideo (repeatable)",
+        )
     return parser

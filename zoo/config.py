@@ -42,6 +42,7 @@ from zoo.config_checks import (
     EvalConfig,
     RunConfig,
     available_memory,
+    check_folder_name,
     check_keys,
     check_memory,
     check_npz_memory,
@@ -76,6 +77,7 @@ __all__ = [
     "apply_overrides",
     "available_files",
     "available_memory",
+    "check_folder_name",
     "check_keys",
     "check_memory",
     "check_npz_memory",
@@ -184,6 +186,7 @@ def load_runs(
     from zoo.registry import check_env_ids  # imports torch: here, not with zoo.config
 
     name, raw, source = find_experiment(name_or_path)
+    check_folder_name(name, f"{source}: the experiment name")  # runs/<name>/: one folder
     if not isinstance(raw.get("matrix") or {}, dict):
         raise ConfigError(f"{name}: 'matrix' must be a mapping of axis -> values")
     body = apply_budget(raw, budget, name)
@@ -200,6 +203,8 @@ def load_runs(
     runs = []
     for tag, cell in expand(body, known):
         where = f"{name}/{tag}" if tag else name
+        if tag:  # runs/<name>/<tag>/: one folder too
+            check_folder_name(tag, f"{name}: the matrix cell")
         try:
             evaluation = EvalConfig.from_dict(cell.get("eval"))
         except ConfigError as err:

@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from attn_policies import checks
+from attn_policies import checks, safe_reads
 
 
 class ConfigError(ValueError):
@@ -32,6 +33,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     FileNotFoundError,
     NotADirectoryError,
     PermissionError,
+    safe_reads.UnsafeFileError,  # a file the algorithms' own readers refuse (a zip bomb)
 )
 """The user-error family: what a user can fix (a config, a value, a path they named), told in
 one line with exit 2 by ``attn-zoo``. A bare ``ValueError`` is not in it: raised deep in numpy
@@ -131,19 +133,42 @@ def safe_yaml(text: str, where: str) -> Any:
 
 # What one run, import or file may plan to hold: this share of the memory available when
 # it starts (the rest is the envs', the OS's, other jobs' and the estimates' margin).
-MEMORY_SHARE = 0.5
+MEMORY_SHARE = safe_reads.MEMORY_SHARE
+MAX_JSON_DEPTH = safe_reads.MAX_JSON_DEPTH
+MAX_JSON_BYTES = safe_reads.MAX_JSON_BYTES
 
 
-def available_memory() -> int:
-    """Bytes of memory available to a new allocation (``MemAvailable``), or a large number
-    where the platform does not say."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 2**62
+def parse_json(text: str | bytes, where: str) -> Any:
+    """A JSON document from a run folder (or a zip entry): nesting past
+    :data:`MAX_JSON_DEPTH`, a syntax error or bytes that are not UTF-8 are one
+    :class:`ConfigError` naming ``where``, before the parser recurses
+    (:func:`attn_policies.safe_reads.parse_json`).
+
+    Example:
+        >>> parse_json("[" * 100_000 + "]" * 100_000, "status.json")
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: status.json: the JSON is nested more than 100 levels deep
+    """
+    return safe_reads.parse_json(text, where, ConfigError)
+
+
+def read_json(path: str | Path) -> Any:
+    """A run folder's JSON file (``status.json``, ``eval.json``, ``provenance.json``, ...)
+    through :func:`parse_json`, after its size (:data:`MAX_JSON_BYTES`); a missing file is
+    ``FileNotFoundError``, another read error a :class:`ConfigError`. The one reader of a
+    run folder's JSON: its values are checked by type where they are used."""
+    return safe_reads.read_json(path, ConfigError)
+
+
+def read_lines(path: str | Path, skip: int = 0) -> list[str]:
+    """A run folder's text table (``metrics.csv``, ``progress.csv``) as lines, a line past
+    64 KiB or a file past 1 GiB one :class:`ConfigError` (a 1 GB line is never read whole):
+    :func:`attn_policies.safe_reads.read_lines`."""
+    return safe_reads.read_lines(path, ConfigError, skip)
+
+
+available_memory = safe_reads.available_memory
 
 
 def check_memory(where: str, need: float, what: str, fix: str) -> None:
@@ -158,12 +183,7 @@ def check_memory(where: str, need: float, what: str, fix: str) -> None:
         ...
         zoo.config.ConfigError: es: a population of 10,000,000 x 113 parameters needs about ...
     """
-    have = MEMORY_SHARE * available_memory()
-    if need > have:
-        raise ConfigError(
-            f"{where}: {what} needs about {need / 2**30:,.1f} GiB, more than the "
-            f"{have / 2**30:,.1f} GiB a run may plan for (half the memory available); {fix}"
-        )
+    safe_reads.check_memory(where, need, what, fix, ConfigError)
 
 
 def npz_arrays(path: str | Path) -> dict[str, tuple[tuple[int, ...], Any]]:
@@ -206,6 +226,35 @@ def check_npz_memory(path: str | Path) -> dict[str, tuple[tuple[int, ...], Any]]
     need = sum(_math.prod(shape) * dtype.itemsize for shape, dtype in arrays.values())
     check_memory(str(path), need, "its arrays, decompressed,", "the file is refused")
     return arrays
+
+
+FOLDER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}")
+"""An experiment name or matrix cell: one folder of ``runs/`` (letters, digits, ``_ . + -``;
+at most 100 characters; never starting with ``.`` or ``-``)."""
+
+
+def check_folder_name(name: object, what: str) -> str:
+    """``name`` if it can be one path component of a run folder's path, else a
+    :class:`ConfigError` naming ``what`` it is.
+
+    The experiment name (a config's top-level key) and the matrix cell become folders of
+    ``runs/``: ``../../x`` or ``/some/where`` would place a run anywhere, and a name of 300
+    characters is longer than a file system's name. Unicode letters are refused too (one
+    name, one spelling on every file system and shell).
+
+    Example:
+        >>> check_folder_name("../../x", "experiment name")
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: experiment name '../../x' is not a folder name: ...
+    """
+    if isinstance(name, str) and FOLDER_NAME.fullmatch(name):
+        return name
+    shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
+    raise ConfigError(
+        f"{what} {shown} is not a folder name: it names a folder of runs/, so it takes "
+        "letters, digits, '_', '.', '+' and '-' only (at most 100, not starting with '.' or '-')"
+    )
 
 
 def require_int(value: Any, name: str, minimum: int = 0) -> int:

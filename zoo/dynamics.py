@@ -23,13 +23,13 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from zoo.config_checks import read_json
 from zoo.metrics import read_metrics, series
 from zoo.results import eval_policy
 
@@ -89,7 +89,7 @@ def ppo_dynamics(
         raise FileNotFoundError(f"{run}: no such run folder")
     table = read_metrics(run)
     status = run / "status.json"
-    counted = json.loads(status.read_text()).get("num_timesteps") if status.is_file() else None
+    counted = read_json(status).get("num_timesteps") if status.is_file() else None
     # episode rows carry the step an episode ended at, past the last update's
     last = int(counted) if counted else int(table["step"].max()) if len(table["step"]) else 0
     ep_steps, returns = series(table, "episode_return")
@@ -97,11 +97,7 @@ def ppo_dynamics(
     kl_steps, kl = series(table, "train/approx_kl")
     clip_steps, clip = series(table, "train/clip_fraction")
     entropy = tuple(_first(-neg_entropy[ent_steps >= step]) for step in at)
-    entry = (
-        eval_policy(json.loads((run / "eval.json").read_text()))
-        if (run / "eval.json").is_file()
-        else None
-    )
+    entry = eval_policy(read_json(run / "eval.json")) if (run / "eval.json").is_file() else None
     test = None if entry is None else (float(entry["mean_reward"]), float(entry["std_reward"]))
     return PpoDynamics(
         steps=last,

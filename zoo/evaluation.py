@@ -20,7 +20,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize, sync_envs_nor
 
 from attn_policies.agents import Agent
 from attn_policies.atomic import atomic_write
-from zoo.config_checks import EvalConfig, RunConfig
+from zoo.config_checks import EvalConfig, RunConfig, read_json
 
 Mode = str | float
 
@@ -280,7 +280,7 @@ class KeepBestCallback(BaseCallback):
         self.history_path = self.run_dir / "evaluations.json"
         self.history: list[dict[str, Any]] = []
         if self.history_path.exists():
-            self.history = json.loads(self.history_path.read_text())
+            self.history = read_json(self.history_path)
         self.best = max((h["score"] for h in self.history), default=-np.inf)
         self._last_bucket: int | None = None
 

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attn_policies.atomic import atomic_path, open_append
-from zoo.config_checks import ConfigError
+from zoo.config_checks import ConfigError, read_json, read_lines
 
 if TYPE_CHECKING:  # SB3 is imported when these are built, not with this module
     from stable_baselines3.common.callbacks import BaseCallback
@@ -100,8 +100,7 @@ class MetricsLogger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         kept: list[list[str]] = []
         if resume_step is not None and self.path.is_file():
-            with self.path.open(newline="") as fh:
-                rows = list(csv.reader(fh))[1:]
+            rows = list(csv.reader(read_lines(self.path)))[1:]  # line lengths checked
             kept = [r for r in rows if len(r) == 4 and float(r[0]) <= resume_step]
         with atomic_path(self.path) as tmp, tmp.open("w", newline="") as fh:
             writer = csv.writer(fh)
@@ -204,8 +203,7 @@ def read_metrics(run_dir: str | Path) -> Table:
     path = Path(run_dir) / FILE
     if not path.is_file():
         return legacy_metrics(run_dir)
-    with path.open(newline="") as fh:
-        rows = list(csv.reader(fh))
+    rows = list(csv.reader(read_lines(path)))  # a 1 GB line is refused, never read whole
     if not rows or tuple(rows[0]) != COLUMNS:
         raise ConfigError(f"{path}: the header must be {','.join(COLUMNS)}")
     return _table([(float(s), float(w) if w else math.nan, m, float(v)) for s, w, m, v in rows[1:]])
@@ -228,10 +226,7 @@ def series(table: Table, metric: str, x: str = "step") -> tuple[np.ndarray, np.n
 
 def _read_columns(path: Path, skip: int = 0) -> dict[str, np.ndarray]:
     """A CSV file as float columns; empty or text cells become NaN."""
-    with path.open(newline="") as fh:
-        for _ in range(skip):
-            fh.readline()
-        rows = list(csv.reader(fh))
+    rows = list(csv.reader(read_lines(path, skip)))
     if not rows:
         return {}
     header, body = rows[0], [r for r in rows[1:] if r]
@@ -252,8 +247,7 @@ def read_monitor(run_dir: str | Path) -> dict[str, np.ndarray]:
     """
     returns, lengths, ends, starts = [], [], [], []
     for file in sorted((Path(run_dir) / "monitor").glob("train_*.monitor.csv")):
-        with file.open() as fh:
-            first = fh.readline()
+        first = next(iter(read_lines(file)), "")
         t_start = float(json.loads(first.lstrip("#")).get("t_start", 0.0)) if first else 0.0
         table = _read_columns(file, skip=1)
         starts.append(t_start)
@@ -391,7 +385,7 @@ def legacy_metrics(run_dir: str | Path) -> Table:
         kept = {k: v for k, v in progress.items() if not k.startswith("eval/")}
         rows += _columns_rows(progress["time/total_timesteps"], walls, kept)
     history_file = path / "evaluations.json"
-    history = json.loads(history_file.read_text()) if history_file.is_file() else []
+    history = read_json(history_file) if history_file.is_file() else []
     for record in (h for h in history if isinstance(h, dict) and "step" in h):
         step = float(record["step"])
         wall = (

@@ -58,6 +58,7 @@ onto our modules is :mod:`zoo.pretrained_recipes`.
 
 from __future__ import annotations
 
+import io
 import json
 import shlex
 import sys
@@ -69,8 +70,9 @@ import numpy as np
 import torch
 
 from attn_policies._es_support import FlatParameters
-from attn_policies.atomic import atomic_path, atomic_write
+from attn_policies.atomic import atomic_write, new_folder
 from zoo.config import ConfigError, RunConfig, load_runs
+from zoo.config_checks import read_json
 from zoo.pretrained_files import Checkpoint, read_checkpoint
 from zoo.pretrained_recipes import Converter, recipe_of
 
@@ -107,30 +109,29 @@ def import_checkpoint(
         raise ConfigError(f"run folder {folder} exists and is not empty")
     (config,) = _validated(experiment, body)
     policy = _converted_policy(ckpt, config, convert)
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / "config.yml", config.to_yaml())
-    with atomic_path(folder / "model.pt") as tmp:
-        torch.save(policy.state_dict(), tmp)
-    atomic_write(folder / "command.txt", shlex.join(["attn-zoo", *sys.argv[1:]]) + "\n")
-    provenance = {
-        "repository": REPOSITORY,
-        "licence": "Apache-2.0",
-        "source": str(ckpt.folder.resolve()),
-        "sha256": ckpt.sha256,
-        "solution": ckpt.solution,
-        "solution_args": ckpt.solution_args,
-        "task": ckpt.task,
-        "task_args": ckpt.task_args,
-        "n_parameters": ckpt.n_params,  # the policy's count: _converted_policy checked it
-        "authors_logs": ckpt.logs,
-        "imported": datetime.now().isoformat(timespec="seconds"),
-    }
-    atomic_write(folder / "provenance.json", json.dumps(provenance, indent=1, default=str))
+    with new_folder(folder) as tmp:  # a cut import (a kill, a full disk) leaves no half folder
+        atomic_write(tmp / "config.yml", config.to_yaml())
+        atomic_write(tmp / "model.pt", tensor_bytes(policy.state_dict()))
+        atomic_write(tmp / "command.txt", shlex.join(["attn-zoo", *sys.argv[1:]]) + "\n")
+        provenance = {
+            "repository": REPOSITORY,
+            "licence": "Apache-2.0",
+            "source": str(ckpt.folder.resolve()),
+            "sha256": ckpt.sha256,
+            "solution": ckpt.solution,
+            "solution_args": ckpt.solution_args,
+            "task": ckpt.task,
+            "task_args": ckpt.task_args,
+            "n_parameters": ckpt.n_params,  # the policy's count: _converted_policy checked it
+            "authors_logs": ckpt.logs,
+            "imported": datetime.now().isoformat(timespec="seconds"),
+        }
+        atomic_write(tmp / "provenance.json", json.dumps(provenance, indent=1, default=str))
+        Run(tmp, config).write_status(
+            experiment=experiment, tag="", budget=config.budget, seed=config.seed,
+            state="finished", num_timesteps=0, generation=0, wall_seconds=0.0,
+        )  # fmt: skip
     handle = Run(folder, config)
-    handle.write_status(
-        experiment=experiment, tag="", budget=config.budget, seed=config.seed,
-        state="finished", num_timesteps=0, generation=0, wall_seconds=0.0,
-    )  # fmt: skip
     return handle
 
 
@@ -175,10 +176,7 @@ def restore_weights(path: str | Path, folder: str | Path) -> Path:
         raise ConfigError(f"{folder} is not an imported agent: it has no provenance.json")
     if (folder / "model.pt").exists():
         raise ConfigError(f"{folder} already holds model.pt")
-    try:
-        provenance = json.loads(provenance_file.read_text())
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{provenance_file}: not JSON ({err})") from None
+    provenance = read_json(provenance_file)  # damaged or nested 100k deep: one line
     ckpt = read_checkpoint(path)
     if not isinstance(provenance, dict) or ckpt.sha256 != provenance.get("sha256"):
         raise ConfigError(
@@ -190,9 +188,17 @@ def restore_weights(path: str | Path, folder: str | Path) -> Path:
     except FileNotFoundError as err:
         raise ConfigError(str(err)) from None
     policy = _converted_policy(ckpt, config, recipe_of(ckpt)[2])
-    with atomic_path(folder / "model.pt") as tmp:
-        torch.save(policy.state_dict(), tmp)
+    atomic_write(folder / "model.pt", tensor_bytes(policy.state_dict()))
     return folder / "model.pt"
+
+
+def tensor_bytes(state: dict[str, Any]) -> bytes:
+    """``torch.save`` of ``state`` into memory: the file is then written by our own
+    ``write``, so a full disk is an ``OSError`` naming the cause (torch's writer reports it
+    as a ``RuntimeError`` of its zip container)."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
 
 
 def _default_out(root: str | Path, experiment: str) -> Path:

@@ -24,7 +24,6 @@ message saying so.
 
 from __future__ import annotations
 
-import json
 import logging
 import shlex
 import socket
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config import ConfigError, RunConfig, load_runs, safe_yaml
+from zoo.config_checks import read_json
 from zoo.ray_cluster import cell_resources, cluster_address, connect, import_ray
 
 logger = logging.getLogger(__name__)
@@ -151,16 +151,18 @@ def _train_cell(
     progress_every: float | None,
     trust_teacher: Sequence[str] = (),
     allow_import: Sequence[str] = (),
+    allow_writer: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The task body: train (or resume) one cell in its folder; its ``eval.json``.
-    ``allow_import``: the driver's ``--allow-import`` packages (a remote node lacks its
-    environment)."""
+    ``allow_import``, ``allow_writer``: the driver's ``--allow-import`` packages and
+    ``--allow-writer`` classes (a remote node lacks its environment)."""
     import zoo
     from zoo import progress
     from zoo.console import log_to_console
-    from zoo.registry import allow_imports
+    from zoo.registry import allow_imports, allow_writers
 
     allow_imports(allow_import)
+    allow_writers(allow_writer)
     folder = Path(path)
     host = socket.gethostname()
     if not folder.is_dir():
@@ -271,7 +273,7 @@ def run_grid(
         KeyboardInterrupt: after cancelling the tasks, which save a checkpoint; run the
             same call again to resume.
     """
-    from zoo.registry import ALLOWED_IMPORTS, allowed_imports
+    from zoo.registry import ALLOWED_IMPORTS, allowed_imports, allowed_writers
     from zoo.runs import check_trusted, new_run_dir
     from zoo.trainers import get_trainer
 
@@ -312,7 +314,14 @@ def run_grid(
             # retries are the driver's (it may pick a new folder), none inside Ray
             opts = {**options[id(cell)], "max_retries": 0, "retry_exceptions": False}
             ref = task.options(**opts).remote(
-                cell.run, str(cell.path), resume, command, progress_every, trusted, extra_imports
+                cell.run,
+                str(cell.path),
+                resume,
+                command,
+                progress_every,
+                trusted,
+                extra_imports,
+                allowed_writers(),
             )
             pending[ref] = cell
             say(
@@ -330,7 +339,7 @@ def run_grid(
             except ray.exceptions.RayError as err:
                 cell.error = _error_line(err)
                 if cell.path is not None and _finished(cell.path):  # only its reply was lost
-                    cell.result = json.loads((cell.path / "eval.json").read_text())
+                    cell.result = read_json(cell.path / "eval.json")
                 elif cell.attempts <= max_retries:
                     say(f"{cell.path}: attempt {cell.attempts} failed ({cell.error}); retrying")
                     submit(cell)

@@ -37,7 +37,7 @@ from attn_policies.nonlocal_cnn import NonLocalBlock
 from attn_policies.saliency import attention_saliency
 from zoo import factory
 from zoo.config import ConfigError, require_int
-from zoo.outputs import output_folder
+from zoo.outputs import make_output_folder
 from zoo.runs import Run, load
 from zoo.video import (
     TITLE_BAND,
@@ -319,7 +319,7 @@ def record(
     require_int(n_steps, "n_steps", minimum=1)
     model = handle.agent(which)
     overlay = overlay and has_attention(model)
-    out_path = Path(out) if out is not None else output_folder(handle.path) / "video.mp4"
+    out_path = Path(out) if out is not None else make_output_folder(handle.path) / "video.mp4"
     out_path.parent.mkdir(parents=True, exist_ok=True)
 
     venv = open_env(handle, which)

@@ -56,26 +56,125 @@ inherit them."""
 _PACKAGE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
+def package_names(names: Iterable[str], where: str) -> list[str]:
+    """``names`` if each is a dotted Python package name: the one check of the packages the
+    person running may add, whether they come from ``--allow-import`` or from
+    :data:`ALLOW_IMPORT_ENV` (comma separated; empty entries are skipped).
+
+    Raises:
+        ConfigError: ``where`` and the first name that is not one (``os;touch x``,
+            ``../x``, a name longer than 200 characters).
+    """
+    names = list(names)
+    for name in names:
+        if not _PACKAGE.fullmatch(name) or len(name) > 200:
+            shown = repr(name) if len(name) <= 60 else repr(name[:57] + "...")
+            raise ConfigError(f"{where} {shown}: not a Python package name like 'my_pkg'")
+    return names
+
+
+def _from_environment() -> list[str]:
+    raw = os.environ.get(ALLOW_IMPORT_ENV, "")
+    return package_names([n for n in raw.split(",") if n], ALLOW_IMPORT_ENV)
+
+
 def allow_imports(packages: Iterable[str]) -> None:
     """Let configs import these packages too (``attn-zoo ... --allow-import PKG``).
 
     Only the person running the command says so; nothing in a config or a run folder does.
 
     Raises:
-        ConfigError: a name that is not a dotted Python package name.
+        ConfigError: a name that is not a dotted Python package name, given here or already
+            in :data:`ALLOW_IMPORT_ENV`.
     """
-    names = list(packages)
-    for name in names:
-        if not _PACKAGE.fullmatch(name):
-            raise ConfigError(f"--allow-import {name!r}: not a Python package name like 'my_pkg'")
-    extra = [n for n in os.environ.get(ALLOW_IMPORT_ENV, "").split(",") if n]
-    os.environ[ALLOW_IMPORT_ENV] = ",".join(dict.fromkeys([*extra, *names]))
+    names = package_names(packages, "--allow-import")
+    os.environ[ALLOW_IMPORT_ENV] = ",".join(dict.fromkeys([*_from_environment(), *names]))
 
 
 def allowed_imports() -> tuple[str, ...]:
-    """:data:`ALLOWED_IMPORTS` and the packages :func:`allow_imports` added."""
-    extra = [n for n in os.environ.get(ALLOW_IMPORT_ENV, "").split(",") if n]
-    return (*ALLOWED_IMPORTS, *extra)
+    """:data:`ALLOWED_IMPORTS` and the packages :func:`allow_imports` or
+    :data:`ALLOW_IMPORT_ENV` added (checked as ``--allow-import`` names are)."""
+    return (*ALLOWED_IMPORTS, *_from_environment())
+
+
+ALLOW_WRITER_ENV = "ATTN_ZOO_ALLOW_WRITER"
+"""Where :func:`allow_writers` keeps the classes named with ``--allow-writer`` (comma
+separated), for the run's worker processes as :data:`ALLOW_IMPORT_ENV`."""
+
+OUTPUT_ARGUMENT = re.compile(r"(folder|_dir|^dir|directory|path|file|filename|tensorboard_log)$")
+"""Constructor arguments that name where a class writes (``video_folder``, ``log_dir``,
+``save_path``, ``filename``): a class taking one writes wherever a config says."""
+
+WRITERS: dict[str, str] = {
+    "HumanRendering": "it renders every step to a window on the screen",
+}
+"""Classes that write outside the run folder without a path argument, and what they do."""
+
+
+def allow_writers(classes: Iterable[str]) -> None:
+    """Let configs name these classes even though they write files (``--allow-writer CLASS``,
+    a class name such as ``RecordVideo`` or a path such as ``gymnasium.wrappers:RecordVideo``).
+
+    Raises:
+        ConfigError: a name that is not a class name or ``module:Class`` path.
+    """
+    names = list(classes)
+    for name in names:
+        module, _, cls = name.rpartition(":")
+        if not cls.isidentifier() or (module and not _PACKAGE.fullmatch(module)):
+            raise ConfigError(
+                f"--allow-writer {name!r}: not a class name like 'RecordVideo' or "
+                "'gymnasium.wrappers:RecordVideo'"
+            )
+    os.environ[ALLOW_WRITER_ENV] = ",".join(dict.fromkeys([*allowed_writers(), *names]))
+
+
+def allowed_writers() -> list[str]:
+    """The classes :func:`allow_writers` let configs name."""
+    return [n for n in os.environ.get(ALLOW_WRITER_ENV, "").split(",") if n]
+
+
+def _constructor_arguments(cls: type) -> list[str]:
+    names: list[str] = []
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if klass is object or init is None:
+            continue
+        try:
+            names += list(inspect.signature(init).parameters)
+        except (TypeError, ValueError):  # a builtin's: no Python signature
+            continue
+    return names
+
+
+def check_writer(kind: str, name: str, cls: type) -> type:
+    """``cls`` unless its constructor takes an output path (``RecordVideo(video_folder=)``,
+    SB3's ``Monitor(filename=)``, any ``*_folder``, ``*_path``, ``*_dir``, ``log_dir``
+    argument) or it is one of :data:`WRITERS`: such a class, named in a shared config, would
+    write wherever the config says. Only the person running allows one: ``--allow-writer``.
+
+    Example:
+        >>> check_writer("wrapper", "gymnasium.wrappers:RecordVideo",
+        ...              import_path("gymnasium.wrappers:RecordVideo", "wrapper"))
+        Traceback (most recent call last):
+        ...
+        zoo.config.ConfigError: wrapper 'gymnasium.wrappers:RecordVideo' writes files ...
+    """
+    allowed = allowed_writers()
+    spellings = {name, cls.__name__, f"{cls.__module__}:{cls.__qualname__}"}
+    if spellings & set(allowed):
+        return cls
+    outputs = sorted({a for a in _constructor_arguments(cls) if OUTPUT_ARGUMENT.search(a)})
+    if outputs:
+        what = f"where its argument {', '.join(outputs)} says"
+    elif cls.__name__ in WRITERS:
+        what = WRITERS[cls.__name__]
+    else:
+        return cls
+    raise ConfigError(
+        f"{kind} {name!r} writes files ({what}): a config may not name it; if you trust this "
+        f"config, add --allow-writer {cls.__name__}"
+    )
 
 
 def check_import(module: str, source: str) -> None:
@@ -262,7 +361,8 @@ def check_kind(kind: str, name: str, obj: Any) -> Any:
     """
     bases = _base_classes()[kind]
     if isinstance(obj, type) and issubclass(obj, bases):
-        return obj
+        # an algorithm's own output argument (tensorboard_log) is the zoo's to set
+        return obj if kind == "algo" else check_writer(kind, name, obj)
     what = f"class {obj.__name__}" if isinstance(obj, type) else type(obj).__name__
     names = " or ".join(b.__name__ for b in bases)
     raise ConfigError(f"{kind} {name!r} is a {what}, not a subclass of {names}")
@@ -324,7 +424,7 @@ def resolve_module_builder(name: str, what: str = "policy", presets: Collection[
     else:
         obj = import_path(name, what)
     if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
-        return obj
+        return check_writer(what, name, obj)
     raise ConfigError(f"{what} {name!r} is a {type(obj).__name__}, not a torch.nn.Module subclass")
 
 

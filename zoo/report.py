@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attn_policies.atomic import atomic_path, atomic_write
+from attn_policies.atomic import atomic_path, atomic_write, make_folder
 from zoo.config_checks import ConfigError
 from zoo.curve_windows import WINDOW_COLUMNS, window_table
 from zoo.dynamics import dynamics_table
@@ -220,7 +220,10 @@ def report(
     if not folders and exp.page and page.is_file():
         blocks = {MARKER: table, PROBES_MARKER: probes} if probes else {MARKER: table}
         refreshed = replace_blocks(page, blocks)  # every marker pair checked before a write
-    target.mkdir(parents=True, exist_ok=True)
+    if out is not None:  # the user's own path
+        target.mkdir(parents=True, exist_ok=True)
+    else:  # a linked report/ (or results/<folder>/) is replaced, never written through
+        make_folder(target, inside=Path(folders[0]) if folders else root)
     run_rows = _run_rows(cells)
     per_run = [
         "| cell | run | seed | score | ± over episodes | episodes | training return | steps "

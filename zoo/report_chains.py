@@ -4,11 +4,11 @@ from scratch (:func:`chain_rows`), drawn per seed (:func:`plot_chain`)."""
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from attn_policies.atomic import atomic_path
+from zoo.config_checks import read_json
 
 __all__ = ["chain_rows", "plot_chain", "recipe_chains"]
 
@@ -44,16 +44,16 @@ def chain_rows(stages: Sequence[str | Path]) -> list[tuple[str, str, float, floa
     rows: list[tuple[str, str, float, float]] = []
     offset = 0.0
     for stage in map(Path, stages):
-        status = json.loads((stage / "status.json").read_text())
+        status = read_json(stage / "status.json")
         wall = float(status["wall_seconds"])
         count = "update" if "update" in status else "generation"
         total = max(float(status[count]), 1.0)
-        for check in json.loads((stage / "evaluations.json").read_text()):
+        for check in read_json(stage / "evaluations.json"):
             minutes = (offset + wall * check[count] / total) / 60
             rows.append((stage.name, "check", round(minutes, 2), float(check["test_mean"])))
         offset += wall
         if (stage / "eval.json").is_file():
-            policies = json.loads((stage / "eval.json").read_text())["policies"]
+            policies = read_json(stage / "eval.json")["policies"]
             score = float(next(iter(policies.values()))["mean_reward"])
             rows.append((stage.name, "final", round(offset / 60, 2), score))
     return rows
@@ -107,7 +107,7 @@ def recipe_chains(pattern: str, results: str | Path) -> dict[str, list[Path]]:
             key=lambda p: int(p.name.split("_", 1)[0]),
         )
         status = run / "status.json"
-        seed = json.loads(status.read_text()).get("seed") if status.is_file() else None
+        seed = read_json(status).get("seed") if status.is_file() else None
         if stages:
             chains[run.name if seed is None else f"seed {seed}"] = stages
     return chains

@@ -28,7 +28,6 @@ Example:
 from __future__ import annotations
 
 import csv
-import json
 import shutil
 import statistics
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attn_policies.atomic import atomic_write
-from zoo.config_checks import ConfigError
+from zoo.config_checks import ConfigError, read_json, read_lines
 from zoo.metrics import read_metrics, series
 from zoo.plots import rolling_mean
 
@@ -95,7 +94,7 @@ def collect_runs(
     copied = []
     for status_file in sorted(source.glob("*/*/status.json")):
         run = status_file.parent
-        status = json.loads(status_file.read_text())
+        status = read_json(status_file)
         out = target / run.parent.name / run.name
         if status.get("state") != "finished" or status.get("budget") != budget or out.exists():
             continue
@@ -113,14 +112,13 @@ def collect_runs(
                     shutil.copy2(run / "vecnormalize.npz", out / "vecnormalize.npz")
             else:
                 (out / "model.zip").unlink()
-        with (run / "metrics.csv").open(newline="") as src:
-            rows = csv.reader(src)
-            header = next(rows)
-            column = header.index("metric")
-            with (out / "metrics.csv").open("w", newline="") as dst:
-                writer = csv.writer(dst)
-                writer.writerow(header)
-                writer.writerows(row for row in rows if row[column] in wanted)
+        rows = csv.reader(read_lines(run / "metrics.csv"))  # line lengths checked
+        header = next(rows)
+        column = header.index("metric")
+        with (out / "metrics.csv").open("w", newline="") as dst:
+            writer = csv.writer(dst)
+            writer.writerow(header)
+            writer.writerows(row for row in rows if row[column] in wanted)
         if (run / "monitor").is_dir():
             shutil.copytree(run / "monitor", out / "monitor")
         copied.append(out)
@@ -143,7 +141,7 @@ def copy_half(run: str | Path, out: str | Path) -> Path:
     import torch  # the summaries that only read CSVs need not load torch
 
     run, out = Path(run), Path(out)
-    status = json.loads((run / "status.json").read_text())
+    status = read_json(run / "status.json")
     if status.get("state") != "finished":
         raise ConfigError(f"{run}: not finished (state {status.get('state')!r})")
     if out.exists():
@@ -156,7 +154,9 @@ def copy_half(run: str | Path, out: str | Path) -> Path:
         if (run / name).is_file():
             shutil.copy2(run / name, out / name)
     for name in weights:
-        state = torch.load(run / name, weights_only=True)
+        from zoo.trainers.sb3_state import tensors_of  # SB3 with it: only here
+
+        state = tensors_of(run / name)  # a zip bomb is refused unread
         half = {k: v.half() if v.is_floating_point() else v for k, v in state.items()}
         torch.save(half, out / name)
     return out
@@ -199,7 +199,7 @@ def read_run(path: str | Path) -> RunResult:
     path = Path(path)
     table = read_metrics(path)
     steps, returns = series(table, "episode_return")
-    status = json.loads((path / "status.json").read_text())
+    status = read_json(path / "status.json")
     logged = table["wall_time"][~np.isnan(table["wall_time"])]
     wall = max(float(status["wall_seconds"]), float(logged.max(initial=0.0)))
     return RunResult(
@@ -210,7 +210,7 @@ def read_run(path: str | Path) -> RunResult:
         wall_minutes=wall / 60,
         steps=np.asarray(steps, dtype=np.float64),
         returns=np.asarray(returns, dtype=np.float64),
-        eval=json.loads((path / "eval.json").read_text()),
+        eval=read_json(path / "eval.json"),
     )
 
 

@@ -35,7 +35,8 @@ import numpy as np
 from attn_policies.atomic import atomic_write, make_folder
 from zoo import factory
 from zoo.config import ConfigError, RunConfig, require_int
-from zoo.outputs import output_folder
+from zoo.config_checks import read_json
+from zoo.outputs import make_output_folder
 from zoo.robustness_conditions import (
     Condition,
     Sweep,
@@ -286,7 +287,7 @@ CELL_FIELDS = ("condition", "value", "train_ratio", "mean_reward", "std_reward",
 def _read_cell(path: Path, key: str) -> dict[str, Any] | None:
     """The row kept in ``path`` for ``key``; None if absent, unreadable or for another key."""
     try:
-        kept = json.loads(path.read_text())
+        kept = read_json(path)
     except (OSError, ValueError):
         return None
     if not isinstance(kept, dict) or kept.get("key") != key:
@@ -325,7 +326,7 @@ def robustness_sweep(
     handles = _handles(runs)
     sweep = parse_sweep(sweep) if isinstance(sweep, str) else sweep
     # by default a symlinked robustness/ is replaced, never followed (an --out is the user's)
-    folder = Path(out) if out else make_folder(output_folder(handles[0].path) / "robustness")
+    folder = Path(out) if out else make_output_folder(handles[0].path, "robustness")
     rows = run_sweep(
         handles, sweep, n_episodes, seed, which, rescale, cache=folder / "cells", fresh=fresh
     )

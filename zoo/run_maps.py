@@ -51,7 +51,7 @@ from attn_policies.capture import attention_maps
 from attn_policies.saliency import attention_saliency
 from zoo import factory
 from zoo.config_checks import ConfigError
-from zoo.outputs import output_folder
+from zoo.outputs import make_output_folder
 from zoo.plots import run_identity
 from zoo.record import (
     attention_model,
@@ -110,7 +110,9 @@ def run_maps(
         FileNotFoundError: if the folder is not a run or holds no trained model.
     """
     handle = load(run).acting()
-    out = Path(out_dir) if out_dir is not None else output_folder(handle.path)
+    # a default folder is made by the one helper (links below the run replaced); --out is the
+    # user's own path
+    out = Path(out_dir) if out_dir is not None else make_output_folder(handle.path)
     out.mkdir(parents=True, exist_ok=True)
     classifier = handle.config.algo == "classifier"  # a model that does not act in an env
     agent = None if classifier else handle.agent(which)

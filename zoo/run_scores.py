@@ -7,7 +7,7 @@ rule) read these; this module reads only the run folders.
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from zoo.config_checks import ConfigError
+from zoo.config_checks import ConfigError, read_json
 from zoo.experiments import Cell, Experiment
 from zoo.metrics import read_metrics, series
 from zoo.results import eval_policy, final_return
 
-__all__ = ["CellResult", "RunScore", "collect", "md_row", "read_score", "runs_in"]
+__all__ = ["CellResult", "RunScore", "collect", "md_cell", "md_row", "read_score", "runs_in"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,42 @@ def runs_in(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if (p / "eval.json").is_file())
 
 
+def _number(value: Any, where: str, minimum: float | None = None) -> float:
+    """``value`` if it is a finite JSON number (at least ``minimum``), else one
+    :class:`ConfigError` naming ``where``: a stranger's ``eval.json`` may hold ``"abc"``,
+    ``{}``, ``null`` or ``NaN`` where a score goes, and a table never shows one silently."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where} must be a number, got {_shown(value)}")
+    if not math.isfinite(value):
+        raise ConfigError(
+            f"{where} is {value}: a score that is not a finite number is not tabled "
+            "(evaluate the run again, or leave it out)"
+        )
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{where} must be at least {minimum:g}, got {value}")
+    return float(value)
+
+
+def _count(value: Any, where: str) -> int | None:
+    """``value`` if it is absent (None) or a whole number >= 0 (a count or a seed)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{where} must be a whole number >= 0, got {_shown(value)}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a JSON mapping, got {_shown(value)}")
+    return value
+
+
 def read_score(
     run: str | Path,
     score: str,
@@ -64,44 +100,58 @@ def read_score(
     episodes, and its training episodes' final return (:func:`zoo.results.final_return`)
     when it logged any.
 
+    Every value read is checked by type and range first (run folders may come from
+    strangers): scores and spreads are finite numbers, counts and seeds whole numbers >= 0.
+
     Raises:
-        ConfigError: ``eval.json`` lacks the score or the policy.
+        ConfigError: ``eval.json`` lacks the score or the policy, or a value is of the wrong
+            type or not finite.
     """
     run = Path(run)
-    result = json.loads((run / "eval.json").read_text())
+    result = _mapping(read_json(run / "eval.json"), f"{run}/eval.json")
     status_file = run / "status.json"
-    status: dict[str, Any] = json.loads(status_file.read_text()) if status_file.is_file() else {}
+    status = _mapping(read_json(status_file), str(status_file)) if status_file.is_file() else {}
     sd: float | None = None
     episodes: int | None = None
+    where = f"{run}/eval.json"
     if score == "test accuracy":
         if "test_accuracy" not in result:
-            raise ConfigError(f"{run}/eval.json has no test_accuracy")
-        value = float(result["test_accuracy"])
-        episodes = result.get("n_test")
+            raise ConfigError(f"{where} has no test_accuracy")
+        value = _number(result["test_accuracy"], f"{where}: test_accuracy", minimum=0)
+        episodes = _count(result.get("n_test"), f"{where}: n_test")
     else:
+        _mapping(result.get("policies") or {}, f"{where}: policies")
         entry = eval_policy(result, policy)
         if entry is None:
             tested = sorted(result.get("policies") or {})
-            raise ConfigError(f"{run}/eval.json has no policy {policy!r} (has {tested})")
+            raise ConfigError(f"{where} has no policy {policy!r} (has {tested})")
+        entry = _mapping(entry, f"{where}: policy {policy!r}")
         key = "success_rate" if "success" in score else "mean_reward"
-        value = float(entry[key])
-        sd = None if key == "success_rate" else float(entry["std_reward"])
-        episodes = entry.get("n_episodes")
+        value = _number(entry.get(key), f"{where}: {key}")
+        if key != "success_rate":
+            sd = _number(entry.get("std_reward"), f"{where}: std_reward", minimum=0)
+        episodes = _count(entry.get("n_episodes"), f"{where}: n_episodes")
+    wall = status.get("wall_seconds")
     return RunScore(
         path=run,
-        seed=status.get("seed"),
+        seed=_count(status.get("seed"), f"{status_file}: seed"),
         score=value,
         score_sd=sd,
         episodes=episodes,
-        final_return=_from_eval(result) if final_from_eval else _final_return(run, final),
-        num_timesteps=status.get("num_timesteps"),
-        wall_minutes=status["wall_seconds"] / 60 if "wall_seconds" in status else None,
+        final_return=_from_eval(result, where) if final_from_eval else _final_return(run, final),
+        num_timesteps=_count(status.get("num_timesteps"), f"{status_file}: num_timesteps"),
+        wall_minutes=None
+        if wall is None
+        else _number(wall, f"{status_file}: wall_seconds", minimum=0) / 60,
     )
 
 
-def _from_eval(result: dict[str, Any]) -> float | None:
+def _from_eval(result: dict[str, Any], where: str) -> float | None:
     training = result.get("training_return")
-    return None if training is None else float(training["mean_reward"])
+    if training is None:
+        return None
+    training = _mapping(training, f"{where}: training_return")
+    return _number(training.get("mean_reward"), f"{where}: training_return.mean_reward")
 
 
 def _final_return(run: Path, final: float) -> float | None:
@@ -148,6 +198,24 @@ def collect(
     return tuple(rows)
 
 
+MARKDOWN_ESCAPES = str.maketrans(
+    {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "\n": " ", "\r": " "}
+)
+"""What a table cell's text may not hold as it is: HTML (``<script>``, a ``<!-- report: -->``
+marker that the next report would refuse), a ``|`` that splits the cell, a line break."""
+
+
+def md_cell(value: Any) -> str:
+    """``value`` as the text of one Markdown table cell: HTML and table syntax escaped, so a
+    folder name or a value from a stranger's run folder shows as text, never as markup.
+
+    Example:
+        >>> print(md_cell("<script>alert(1)</script> | <!-- report: x -->"))
+        &lt;script&gt;alert(1)&lt;/script&gt; \\| &lt;!-- report: x --&gt;
+    """
+    return str(value).translate(MARKDOWN_ESCAPES)
+
+
 def md_row(values: Sequence[Any]) -> str:
-    """A Markdown table row; an empty cell is ``| |``."""
-    return "|" + "|".join(f" {v} " if str(v) else " " for v in values) + "|"
+    """A Markdown table row, every cell through :func:`md_cell`; an empty cell is ``| |``."""
+    return "|" + "|".join(f" {md_cell(v)} " if str(v) else " " for v in values) + "|"

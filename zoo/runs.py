@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from attn_policies.atomic import atomic_write
-from zoo.config import ConfigError, RunConfig, load_runs, require_int
+from zoo.config import ConfigError, RunConfig, check_folder_name, load_runs, require_int
+from zoo.config_checks import read_json as read_json  # the one reader of run JSON
 from zoo.run_lock import RunLock, RunLockedError
 from zoo.trainers import get_episode_trainer, get_trainer
 
@@ -55,14 +56,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_TORCH_THREADS = 1  # a run's torch threads when its config sets no torch_threads
-
-
-def read_json(path: Path) -> Any:
-    """A run file's JSON; a damaged one is one :class:`ConfigError` naming it."""
-    try:
-        return json.loads(path.read_text())
-    except ValueError as err:
-        raise ConfigError(f"{path}: not valid JSON ({err})") from None
 
 
 @dataclass
@@ -143,11 +136,13 @@ def _wall_clock(handle: Run, elapsed: Callable[[], float]) -> Iterator[None]:
 
 def new_run_dir(run: RunConfig, root: str | Path = "runs") -> Path:
     """Create and return a fresh run folder; ``mkdir`` decides, so two processes started
-    in the same second never share one."""
+    in the same second never share one. The experiment name and matrix cell are one folder
+    each (:func:`zoo.config.check_folder_name`), also for a :class:`RunConfig` built in Python,
+    so the folder is always inside ``root``."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = Path(root) / run.experiment
+    base = Path(root) / check_folder_name(run.experiment, "the experiment name")
     if run.tag:
-        base = base / run.tag
+        base = base / check_folder_name(run.tag, f"{run.experiment}: the matrix cell")
     base.mkdir(parents=True, exist_ok=True)
     for k in itertools.count(1):
         path = base / (f"{run.seed}-{stamp}" if k == 1 else f"{run.seed}-{stamp}-{k}")
@@ -161,7 +156,15 @@ def new_run_dir(run: RunConfig, root: str | Path = "runs") -> Path:
 
 def check_trusted(run: RunConfig, trusted: Sequence[str | Path]) -> tuple[Path, ...]:
     """``trusted`` as paths, after the trainer's check that every pickled file the run would
-    load is among them (BC teachers), before anything is loaded or written."""
+    load is among them (BC teachers), before anything is loaded or written. Each must name
+    an existing file: ``--trust-teacher /``, ``''`` (this folder) or a missing file is a
+    :class:`ConfigError` (a trust that names no file is a slip, never a wildcard)."""
+    for name in trusted:
+        if not Path(name).is_file():
+            raise ConfigError(
+                f"--trust-teacher {str(name)!r}: not a file (it names the one pickled teacher "
+                "file, an SB3 .zip or a statistics .pkl, that the run may unpickle)"
+            )
     check = getattr(get_trainer(run.algo), "check_trusted", None)
     if check is not None:
         check(run, trusted)
@@ -368,9 +371,13 @@ def load(path: str | Path) -> Run:
 
 def from_status(status: Mapping[str, Any], run: RunConfig) -> None:
     """Give ``run``, resolved from a run folder's ``config.yml``, the budget and cell it was
-    resolved from: the resolved file keeps neither, the folder's ``status.json`` says them."""
-    run.budget = status.get("budget", run.budget)
-    run.tag = status.get("tag", run.tag)
+    resolved from: the resolved file keeps neither, the folder's ``status.json`` says them
+    (checked: a cell is a folder name, a budget a word)."""
+    budget, tag = status.get("budget", run.budget), status.get("tag", run.tag)
+    if not isinstance(budget, str) or not budget.isidentifier():
+        raise ConfigError(f"status.json: 'budget' must be a budget name, got {budget!r:.60}")
+    run.budget = budget
+    run.tag = check_folder_name(tag, "status.json: the matrix cell 'tag'") if tag else ""
 
 
 SOURCE_KEYS = ("init", "teacher")

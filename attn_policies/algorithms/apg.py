@@ -39,6 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from attn_policies.atomic import atomic_path, atomic_write, make_folder
+from attn_policies.safe_reads import load_tensors, read_json
 
 __all__ = ["APGConfig", "APGTrainer", "DifferentiableTask", "RecurrentPolicy"]
 
@@ -221,10 +222,10 @@ class APGTrainer:
     def restore(self, directory: str | Path) -> None:
         """The state :meth:`save` wrote (tensors read with ``weights_only``)."""
         directory = Path(directory)
-        tensors = torch.load(directory / "apg.pt", map_location="cpu", weights_only=True)
+        tensors = load_tensors(directory / "apg.pt", map_location="cpu")  # zip sizes first
         self.policy.load_state_dict(tensors["policy"])
         self.optimizer.load_state_dict(tensors["optimizer"])
-        state = json.loads((directory / "trainer.json").read_text())
+        state = read_json(directory / "trainer.json")  # size and nesting first
         self.updates = int(state["updates"])
         self.rng.bit_generator.state = state["rng"]
         self._state = self._order = self._memory = None

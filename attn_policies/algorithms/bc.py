@@ -57,6 +57,7 @@ from attn_policies.algorithms.bc_data import BCDataset
 from attn_policies.algorithms.frame_store import StackedFrames
 from attn_policies.atomic import atomic_path
 from attn_policies.checks import require_sizes
+from attn_policies.safe_reads import load_tensors, parse_json
 
 __all__ = [
     "BCConfig",
@@ -377,12 +378,12 @@ def train_bc(
     optimizer = torch.optim.Adam(student.parameters(), lr=config.learning_rate)
     history: list[dict[str, float]] = []
     if checkpoint is not None and Path(checkpoint).exists():
-        state = torch.load(checkpoint, weights_only=True)
+        state = load_tensors(checkpoint)  # zip sizes checked first
         student.load_state_dict(state["student"])
         optimizer.load_state_dict(state["optimizer"])
         generator.set_state(state["generator"])
-        rng.bit_generator.state = json.loads(state["rng"])
-        history = json.loads(state["history"])
+        rng.bit_generator.state = parse_json(state["rng"], f"{checkpoint}: rng")
+        history = parse_json(state["history"], f"{checkpoint}: history")
     student.train()
     sampler = BatchSampler(data, config)
     for epoch in range(len(history) + 1, config.epochs + 1):

@@ -63,6 +63,7 @@ from attn_policies.algorithms.es_eval import Evaluator
 from attn_policies.algorithms.pgpe import PGPE, PGPEConfig
 from attn_policies.atomic import atomic_write, make_folder
 from attn_policies.checks import require_int
+from attn_policies.safe_reads import check_archive, load_tensors, parse_json, read_json
 
 __all__ = ["CMAES", "CMAESConfig", "CMAESTrainer", "convert_pickled_state"]
 
@@ -180,7 +181,7 @@ class CMAES:
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as npz:
                 arrays = {k: npz[k] for k in npz.files}
-            meta = json.loads(arrays.pop("meta").tobytes().decode())
+            meta = parse_json(arrays.pop("meta").tobytes(), f"{where}: meta", StateFormatError)
         except Exception as err:  # zip, npy or JSON damage
             raise StateFormatError(f"{where}: not a readable CMA-ES state ({err})") from None
         if not isinstance(meta, dict) or meta.get("format") != "attn-zoo cmaes state 1":
@@ -218,7 +219,7 @@ def convert_pickled_state(file: str | Path, config: CMAESConfig) -> Path:
     atomic_write(target, opt.dumps())
     meta_file = file.parent / "trainer.json"
     if meta_file.exists():
-        meta = json.loads(meta_file.read_text())
+        meta = read_json(meta_file)
         if meta.get("files", {}).get("cma_state") == file.name:
             meta["files"]["cma_state"] = target.name
             atomic_write(meta_file, json.dumps(meta, indent=1))
@@ -320,15 +321,18 @@ class CMAESTrainer:
         directory = Path(directory)
         where = directory / "trainer.json"
         try:
-            meta = json.loads(where.read_text())
+            meta = read_json(where, StateFormatError)  # size and nesting checked first
             files = meta.get("files", {"cma_state": "cma_state.pkl", "solutions": "solutions.pt"})
             # Only names inside the checkpoint folder, whatever the file says.
             state_file = directory / Path(files["cma_state"]).name
             solutions_file = directory / Path(files["solutions"]).name
             generation, env_steps = int(meta["generation"]), int(meta["env_steps"])
             best_fitness, tasks = float(meta["best_fitness"]), dict(meta["tasks"])
+        except StateFormatError:
+            raise
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise StateFormatError(f"{where}: not a readable CMA-ES checkpoint ({err})") from None
+        check_archive(state_file, what="CMA-ES state", error=StateFormatError)  # before inflating
         state, config = state_file.read_bytes(), self.config
         optimizer: CMAES | PGPE = (  # the kind __init__ chose for this config
             PGPE.loads(state, config, where=str(state_file))
@@ -341,8 +345,10 @@ class CMAESTrainer:
                 f"{self.evaluator.num_parameters}"
             )
         try:
-            solutions = torch.load(solutions_file, weights_only=True)
+            solutions = load_tensors(solutions_file, error=StateFormatError)
             best = solutions["best"].numpy()
+        except StateFormatError:
+            raise
         except Exception as err:  # unpickling refused, truncated file, wrong content
             raise StateFormatError(
                 f"{solutions_file}: not a readable solutions file ({err})"

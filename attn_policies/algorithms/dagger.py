@@ -56,6 +56,7 @@ from torch import Tensor, nn
 
 from attn_policies.atomic import atomic_path, atomic_write, make_folder
 from attn_policies.checks import require_int
+from attn_policies.safe_reads import check_archive, load_tensors, read_json
 
 Teacher = Callable[[Tensor], Any]
 EnvFactory = Callable[[int], gym.vector.VectorEnv]
@@ -439,12 +440,13 @@ class DAgger:
     def restore(self, directory: str | Path) -> None:
         """Load what :meth:`save` wrote (tensors with ``weights_only``, arrays without pickle)."""
         directory = Path(directory)
-        meta = json.loads((directory / "trainer.json").read_text())
-        blob = torch.load(directory / Path(meta["student"]).name, weights_only=True)
+        meta = read_json(directory / "trainer.json")  # size and nesting checked first
+        blob = load_tensors(directory / Path(meta["student"]).name)  # zip sizes first
         self.student.load_state_dict(blob["student"])
         self.optimizer.load_state_dict(blob["optimizer"])
         self.datasets, self.dataset_rounds, self._joined = [], [], None
         for name in meta["datasets"]:
+            check_archive(directory / Path(name).name, what="DAgger dataset")
             with np.load(directory / Path(name).name, allow_pickle=False) as z:
                 fields = {f.name: z[f.name] for f in dataclasses.fields(Episodes)}
             self.datasets.append(Episodes(**fields))

@@ -31,6 +31,7 @@ import numpy as np
 
 from attn_policies.algorithms.cmaes_state import StateFormatError
 from attn_policies.checks import require_int
+from attn_policies.safe_reads import parse_json
 
 __all__ = ["PGPE", "PGPEConfig", "centred_ranks"]
 
@@ -206,7 +207,7 @@ class PGPE:
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as npz:
                 arrays = {k: npz[k] for k in npz.files}
-            meta = json.loads(arrays.pop("meta").tobytes().decode())
+            meta = parse_json(arrays.pop("meta").tobytes(), f"{where}: meta", StateFormatError)
         except Exception as err:  # zip, npy or JSON damage, pickles refused
             raise StateFormatError(f"{where}: not a readable PGPE state ({err})") from None
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT:

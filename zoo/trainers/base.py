@@ -28,6 +28,7 @@ from torch import nn
 import zoo
 from attn_policies.atomic import atomic_path, atomic_write, open_append
 from zoo.config_checks import ConfigError, RunConfig
+from zoo.config_checks import read_json as read_json  # the one reader, for the trainers
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -37,21 +38,13 @@ if TYPE_CHECKING:
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
-def read_json(file: Path) -> Any:
-    """A JSON file of the run folder; unreadable JSON is one :class:`ConfigError`."""
-    try:
-        return json.loads(Path(file).read_text())
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"{file}: not readable JSON ({err})") from None
-
-
 def load_state_dict(module: nn.Module, file: Path, what: str) -> nn.Module:
     """``module`` with the tensors of ``file`` (read as tensors only); tensors that do not
     fit it are one :class:`ConfigError` naming ``what`` the module is."""
     from zoo.trainers.sb3_state import tensors_of
 
     try:
-        module.load_state_dict(tensors_of(file))
+        module.load_state_dict(tensors_of(file, module))  # sizes checked first
     except RuntimeError as err:
         raise ConfigError(f"{file}: does not fit the run's {what} ({err})") from None
     return module
@@ -72,7 +65,7 @@ def load_init(module: ModuleT, source: str | Path, run_name: str, what: str) -> 
     except FileNotFoundError as err:
         raise ConfigError(f"{run_name}: 'init': {err}") from None
     try:
-        module.load_state_dict(tensors_of(file))
+        module.load_state_dict(tensors_of(file, module))  # sizes checked first
     except RuntimeError as err:
         raise ConfigError(
             f"{run_name}: 'init': {file} does not fit the run's {what} ({err})"

@@ -40,7 +40,7 @@ from zoo.config_checks import ConfigError, RunConfig, nearest
 from zoo.metrics import CLASSIFIER_METRICS, MetricsLogger, renamed
 from zoo.registry import resolve_module_builder
 from zoo.trainers import keys
-from zoo.trainers.base import save_state_dict
+from zoo.trainers.base import load_state_dict, save_state_dict
 from zoo.trainers.contract import KeyTypes, RunHandle, register
 from zoo.trainers.keys import key
 
@@ -258,9 +258,8 @@ class ClassifierTrainer:
 
     def load(self, path: Path, run: RunConfig, which: str = "best") -> nn.Module:
         model = self._model(run)
-        state = torch.load(Path(path) / "model.pt", map_location="cpu", weights_only=True)
-        model.load_state_dict(state)
-        return model.eval()
+        # tensors only, their declared sizes checked against the model first
+        return load_state_dict(model, Path(path) / "model.pt", "model").eval()
 
     def evaluate(
         self,

@@ -36,7 +36,7 @@ from attn_policies.algorithms.cmaes_state import StateFormatError
 from attn_policies.algorithms.es_eval import BatchedEvaluator, Evaluator
 from attn_policies.algorithms.es_workers import EVALUATORS, make_evaluator
 from attn_policies.algorithms.pgpe import PGPEConfig
-from attn_policies.atomic import atomic_write
+from attn_policies.atomic import atomic_write, make_folder
 from zoo import factory
 from zoo import progress as zoo_progress
 from zoo.config_checks import ConfigError, RunConfig, check_memory, nearest
@@ -295,7 +295,7 @@ class CMAESZooTrainer:
         done = trainer.generation if resume else None
         progress = ProgressTable(path / "progress.csv", PROGRESS_FIELDS, "generation", done)
         metrics = MetricsLogger(path, trainer.env_steps if resume else None)
-        board = tensorboard(path / "logs")
+        board = tensorboard(make_folder(path / "logs", inside=path))  # a link replaced
         tester = BatchedEvaluator(rollout_spec(run)) if run.eval.freq else None
         bar = base.progress_bar(progress_bar, n_generations, trainer.generation, "gen")
         zoo_progress.announce(path, resume=resume)

@@ -161,6 +161,9 @@ def count_parameters(run: RunConfig) -> int | None:
             policy = policy_factory(run)()
     except ConfigError:
         raise
+    except (TypeError, ValueError) as err:  # the policy's own check of the config's values
+        text = " ".join(str(err).split())[:200]
+        raise ConfigError(f"{run.name}: the policy does not build from its config: {text}") from err
     except Exception:
         return None
     return sum(p.numel() for p in policy.parameters())

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import zoo
 import zoo.config
+from attn_policies.atomic import make_folder
 from zoo.config_checks import ConfigError, RunConfig, nearest
 from zoo.trainers import get_episode_trainer, get_trainer, keys
 from zoo.trainers.contract import KeyTypes, RunHandle, register
@@ -266,7 +267,9 @@ class RecipeTrainer:
         stages = plan(handle.config)
         steps = 0
         for stage in stages:
-            folder = handle.path / stage.folder
+            # a real folder inside the recipe's: a linked stages/ or stage folder of a shared
+            # recipe is replaced by an empty one (that stage trains afresh), never followed
+            folder = make_folder(handle.path / stage.folder, inside=handle.path)
             status = zoo.load(folder).status if (folder / "config.yml").exists() else {}
             handle.write_status(stage=f"{stage.index + 1}/{len(stages)} {stage.name}")
             if status.get("state") == "finished":

@@ -36,8 +36,14 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.save_util import load_from_zip_file
 from stable_baselines3.common.vec_env import VecNormalize
 
+from attn_policies import safe_reads
 from attn_policies.atomic import atomic_path
-from zoo.config_checks import ConfigError, RunConfig, check_npz_memory
+from zoo.config_checks import (
+    ConfigError,
+    RunConfig,
+    check_npz_memory,
+    parse_json,
+)
 
 # Training counters restored from a checkpoint's JSON ``data`` (plain numbers only).
 COUNTERS = (
@@ -54,6 +60,39 @@ COUNTERS = (
 
 class ArtefactError(ConfigError):
     """A run file that cannot be loaded safely: one line naming the file and the problem."""
+
+
+MAX_RATIO = safe_reads.MAX_RATIO
+RATIO_FLOOR = safe_reads.RATIO_FLOOR
+MAX_DATA_ENTRY = 64 * 2**20
+"""The largest ``data`` entry (plain JSON, with base64 pickles never decoded) an SB3 zip may
+declare; the zoo's largest (Atari, its last observations) is well under 1 MiB."""
+
+
+def check_archive(file: str | Path, limit: float | None = None, what: str = "model") -> None:
+    """Refuse, before any entry is read, a zip whose entries inflate past what they could
+    hold: an entry declaring more than :data:`MAX_RATIO` times its compressed size (a 1 MB
+    file inflating to 1 GB), entries declaring more than ``limit`` bytes together (what the
+    run's ``what``, built from its config, can hold) or more than the memory bound
+    (:func:`zoo.config.check_memory`). A file that is not a zip (torch's legacy format) is
+    left to its reader: it can hold no more than its own size. The check is
+    :func:`attn_policies.safe_reads.check_archive`, which the algorithms' own readers use.
+
+    Raises:
+        ArtefactError: naming the file, the entry and the sizes.
+    """
+    safe_reads.check_archive(file, limit, what, ArtefactError)
+
+
+def state_bytes(module: torch.nn.Module) -> int:
+    """The bytes of ``module``'s tensors (parameters and buffers), as its state dict holds."""
+    return sum(t.numel() * t.element_size() for t in module.state_dict().values())
+
+
+def tensor_file_limit(module: torch.nn.Module, copies: int = 2) -> int:
+    """The most a tensor file of ``module`` may declare: ``copies`` times its tensors (an
+    optimizer keeps two per weight) plus 1 MiB of names and pickle records."""
+    return copies * state_bytes(module) + RATIO_FLOOR
 
 
 LOGGER_ENTRY = "zoo_logger.json"
@@ -97,6 +136,7 @@ def drop_optimizer_statistics(source: str | Path, target: str | Path) -> int:
             optimizer state.
     """
     source, target = Path(source), Path(target)
+    check_archive(source)
     try:
         with zipfile.ZipFile(source) as archive:
             entries = [(info, archive.read(info)) for info in archive.infolist()]
@@ -142,12 +182,15 @@ def read_logger_state(file: str | Path) -> dict[str, Any]:
     it); anything but names mapped to plain numbers and text tuples is refused."""
     file = Path(file)
     empty: dict[str, Any] = {"values": {}, "counts": {}, "excluded": {}}
+    check_archive(file)
     try:
         with zipfile.ZipFile(file) as archive:
             if LOGGER_ENTRY not in archive.namelist():
                 return empty
-            state = json.loads(archive.read(LOGGER_ENTRY))
-    except (OSError, zipfile.BadZipFile, ValueError) as err:
+            if archive.getinfo(LOGGER_ENTRY).file_size > MAX_DATA_ENTRY:
+                raise ArtefactError(f"{file}: its {LOGGER_ENTRY} is larger than a logger's values")
+            state = parse_json(archive.read(LOGGER_ENTRY), f"{file}: {LOGGER_ENTRY}")
+    except (OSError, zipfile.BadZipFile) as err:
         raise ArtefactError(f"{file}: not a readable SB3 model file ({err})") from None
     ok = isinstance(state, dict) and set(state) == set(empty)
     ok = ok and all(isinstance(state[k], dict) for k in empty)
@@ -176,8 +219,15 @@ def read_counters(file: str | Path) -> dict[str, int | float]:
     file = Path(file)
     try:
         with zipfile.ZipFile(file) as archive:
-            data = json.loads(archive.read("data"))
-    except (OSError, KeyError, zipfile.BadZipFile, ValueError) as err:
+            declared = archive.getinfo("data").file_size
+            if declared > MAX_DATA_ENTRY:  # checked before it is inflated
+                raise ArtefactError(
+                    f"{file}: its 'data' entry declares {declared:,} bytes, more than the "
+                    f"{MAX_DATA_ENTRY:,} an SB3 zip's counters take: refused before reading it"
+                )
+            check_archive(file)
+            data = parse_json(archive.read("data"), f"{file}: 'data'")
+    except (OSError, KeyError, zipfile.BadZipFile) as err:
         raise ArtefactError(f"{file}: not a readable SB3 model file ({err})") from None
     if not isinstance(data, dict):
         raise ArtefactError(f"{file}: its 'data' entry is not a mapping")
@@ -197,6 +247,9 @@ def load_model(model: BaseAlgorithm, file: str | Path, counters: bool = True) ->
         ArtefactError: the file is damaged or does not fit the model.
     """
     file = Path(file)
+    # policy.pth, the optimizers' (two statistics per weight) and pytorch_variables.pth
+    # together hold a few copies of the policy's tensors, plus the JSON data entry
+    check_archive(file, tensor_file_limit(model.policy, copies=4) + MAX_DATA_ENTRY)
     try:
         _, params, variables = load_from_zip_file(file, device=model.device, load_data=False)
     except Exception as err:  # BadZipFile, weights-only unpickling refused, truncated tensors
@@ -399,8 +452,11 @@ def refuse_pickle(file: str | Path, what: str) -> ArtefactError:
     )
 
 
-def tensors_of(file: str | Path) -> dict[str, Any]:
-    """``torch.load(file, weights_only=True)`` with one-line errors."""
+def tensors_of(file: str | Path, module: torch.nn.Module | None = None) -> dict[str, Any]:
+    """``torch.load(file, weights_only=True)`` with one-line errors, after
+    :func:`check_archive` (a deflated entry inflating a thousandfold is refused unread;
+    with ``module``, the file may declare no more than :func:`tensor_file_limit` of it)."""
+    check_archive(file, None if module is None else tensor_file_limit(module), "tensors")
     try:
         return torch.load(
             io.BytesIO(Path(file).read_bytes()), map_location="cpu", weights_only=True

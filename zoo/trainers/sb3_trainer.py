@@ -21,6 +21,7 @@ from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
+from attn_policies.atomic import make_folder
 from zoo import factory, progress
 from zoo.config_checks import ConfigError, RunConfig
 from zoo.evaluation import (
@@ -181,14 +182,20 @@ class SB3Trainer:
         run: RunConfig = handle.config
         path: Path = handle.path
         plan = stages(run)
-        # One Monitor file set per start or resume (Monitor overwrites existing files).
-        part = len(list((path / "logs").glob("part*"))) if (path / "logs").exists() else 0
+        # One Monitor file set per start or resume (Monitor overwrites existing files). SB3's
+        # logger opens progress.csv with "w": its folder is made here, inside the run folder
+        # (a linked logs/ is replaced, never written through) and always a new one.
+        logs = make_folder(path / "logs", inside=path)
+        part = len(list(logs.glob("part*")))
+        while (logs / f"part{part}").exists() or (logs / f"part{part}").is_symlink():
+            part += 1  # a planted part folder (with links in it) is never reused
+        make_folder(logs / f"part{part}", inside=path)
         ckpt = path / "checkpoints"
         model: BaseAlgorithm | None = None
         # A run killed before its first checkpoint resumes from step 0.
         restore = resume and (ckpt / "last.zip").exists()
         done = int(read_counters(ckpt / "last.zip").get("num_timesteps", 0)) if restore else 0
-        logger = configure(str(path / "logs" / f"part{part}"), ["csv", "tensorboard"])
+        logger = configure(str(logs / f"part{part}"), ["csv", "tensorboard"])
         metrics = MetricsLogger(path, done if resume else None)  # resumed: rows past `done` go
         logger.output_formats.append(metrics.sb3_writer())
         if restore:  # what the interrupted run had recorded but not yet written
