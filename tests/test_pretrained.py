@@ -664,3 +664,30 @@ def test_a_full_disk_during_import_is_one_line_and_leaves_no_folder(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
     assert subprocess.run(argv, capture_output=True, check=False).returncode == 0
     assert json.loads((out / "status.json").read_text())["state"] == "finished"
+
+
+def test_a_sigterm_inside_import_removes_its_half_written_folder(tmp_path):
+    """Issue 68: SIGTERM acts as Ctrl-C for every command, not only train: an import stopped
+    while it writes (here: the signal arrives as it saves the model) exits 130 and leaves
+    neither the folder nor its hidden temporary folder; before, SIGTERM killed the process
+    mid-write and the temporary folder stayed."""
+    import subprocess
+    import sys
+
+    params = np.random.default_rng(0).normal(size=913) * 0.1
+    source = write_folder(tmp_path / "src", "cartpole_pi", params)
+    out = tmp_path / "imported"
+    code = (
+        "import os, signal, sys, torch\n"
+        "save = torch.save\n"
+        "def stopped(*a, **k):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return save(*a, **k)\n"
+        "torch.save = stopped\n"
+        "from zoo.cli import main\n"
+        f"sys.exit(main(['import', {str(source)!r}, '--out', {str(out)!r}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 130, done.stderr
+    assert "interrupted" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # no folder, no .tmp

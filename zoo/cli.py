@@ -23,7 +23,13 @@ from pathlib import Path
 from attn_policies.atomic import atomic_write
 from zoo import __version__
 from zoo.cli_parser import build_parser
-from zoo.cli_streams import ignore_interrupts, reader_gone, stdout_reader_gone, train_folder
+from zoo.cli_streams import (
+    ignore_interrupts,
+    interrupt_on_signals,
+    reader_gone,
+    stdout_reader_gone,
+    train_folder,
+)
 from zoo.config_checks import USER_ERRORS
 from zoo.console import log_to_console
 
@@ -79,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
+    interrupt_on_signals()  # SIGTERM as Ctrl-C: every command cleans up what it half wrote
     try:
         if args.allow_import or os.environ.get("ATTN_ZOO_ALLOW_IMPORT"):
             from zoo.registry import allow_imports  # the person running says so, never a config

@@ -17,7 +17,6 @@ from zoo import progress
 from zoo.cli_streams import (
     OutputClosed,
     guarded_output,
-    interrupt_on_signals,
     quiet_native_stderr,
     reader_gone,
     train_folder,
@@ -176,7 +175,6 @@ def _train(args: argparse.Namespace) -> int:
     bar = not args.no_progress and tty
     # without a terminal: the run folder first, then a line every --progress-every seconds
     progress.configure(on=not args.no_progress and not tty, every=args.progress_every)
-    interrupt_on_signals()
     try:
         if args.resume:
             if args.ray is not None:

@@ -10,6 +10,7 @@ import select
 import shlex
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -34,11 +35,15 @@ def quiet_native_stderr() -> Iterator[None]:
 
 
 def interrupt_on_signals() -> None:
-    """SIGTERM (a scheduler's stop) and SIGINT act as Ctrl-C: checkpoint, then exit 130.
+    """SIGTERM (a scheduler's stop) and SIGINT act as Ctrl-C for every command: a trainer
+    checkpoints, a half-written output is removed (atomic writes, ``new_folder``), exit 130.
 
     A job started in the background with ``&`` inherits an ignored SIGINT, so Python would
-    not raise KeyboardInterrupt for ``kill -INT``; both handlers are set explicitly.
+    not raise KeyboardInterrupt for ``kill -INT``; both handlers are set explicitly. Only the
+    main thread may set handlers: called from another (a caller's thread), it does nothing.
     """
+    if threading.current_thread() is not threading.main_thread():
+        return
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
