@@ -293,6 +293,36 @@ def test_bc_mode_save_and_restore_continue_bit_for_bit(tmp_path: Path) -> None:
     ]
 
 
+def test_a_checkpoint_without_its_teacher_data_collects_it_again(tmp_path: Path) -> None:
+    """BC mode (the teacher drives every round): a checkpoint committed without its
+    round-*.npz files restores by playing those rounds again, the same data to the bit, and
+    goes on bit for bit; a DAgger round that mixed in the student cannot be, one error."""
+    cfg = dataclasses.replace(CFG, beta="teacher", collect_rounds=2, batch_episodes=4)
+    straight = DAgger(*make(), env_fn, cfg)
+    records = [straight.step() for _ in range(4)]
+    first = DAgger(*make(), env_fn, cfg)
+    for _ in range(3):
+        first.step()
+    first.save(tmp_path / "bc")
+    for data in (tmp_path / "bc").glob("round-*.npz"):
+        data.unlink()
+    resumed = DAgger(make(seed=9)[0], make()[1], env_fn, cfg)
+    resumed.restore(tmp_path / "bc")
+    for again, kept in zip(resumed.datasets, first.datasets, strict=True):
+        for name in ("obs", "perm", "actions", "targets", "alive"):
+            np.testing.assert_array_equal(getattr(again, name), getattr(kept, name))
+    assert repr([resumed.step()]) == repr(records[3:])
+    mixed = DAgger(*make(), env_fn, dataclasses.replace(CFG, keep_rounds=3))
+    for _ in range(3):
+        mixed.step()
+    mixed.save(tmp_path / "dagger")
+    (tmp_path / "dagger" / "round-2.npz").unlink()  # beta 0.5: the student played too
+    with pytest.raises(FileNotFoundError, match="round 2 mixed in the student's own actions"):
+        DAgger(*make(), env_fn, dataclasses.replace(CFG, keep_rounds=3)).restore(
+            tmp_path / "dagger"
+        )
+
+
 @pytest.mark.parametrize(
     "field, value",
     [

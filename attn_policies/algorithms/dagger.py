@@ -446,9 +446,28 @@ class DAgger:
         self.optimizer.load_state_dict(blob["optimizer"])
         self.datasets, self.dataset_rounds, self._joined = [], [], None
         for name in meta["datasets"]:
-            check_archive(directory / Path(name).name, what="DAgger dataset")
-            with np.load(directory / Path(name).name, allow_pickle=False) as z:
-                fields = {f.name: z[f.name] for f in dataclasses.fields(Episodes)}
-            self.datasets.append(Episodes(**fields))
-            self.dataset_rounds.append(int(Path(name).stem.removeprefix("round-")))
+            collected = int(Path(name).stem.removeprefix("round-"))
+            file = directory / Path(name).name
+            if file.exists():
+                check_archive(file, what="DAgger dataset")
+                with np.load(file, allow_pickle=False) as z:
+                    fields = {f.name: z[f.name] for f in dataclasses.fields(Episodes)}
+                self.datasets.append(Episodes(**fields))
+            else:
+                self.datasets.append(self._recollect(collected, file))
+            self.dataset_rounds.append(collected)
         self.round, self.env_steps = int(meta["round"]), int(meta["env_steps"])
+
+    def _recollect(self, collected: int, file: Path) -> Episodes:
+        """The data of round ``collected`` played again, for a checkpoint committed without
+        its datasets (they are most of its size): a round the teacher drove alone (beta 1, no
+        handover) never used the student, so its seeded episodes come out the same."""
+        round_ = collected - 1
+        beta = self.cfg.beta_at(round_)
+        if beta != 1.0 or self.cfg.handover:
+            raise FileNotFoundError(
+                f"{file}: missing, and round {collected} mixed in the student's own actions "
+                f"(beta {beta}), so it cannot be collected again"
+            )
+        seed = int(np.random.SeedSequence([self.cfg.seed, round_]).generate_state(1)[0])
+        return collect(self.student, self.teacher, self.env_fn, self.cfg, beta, seed)
