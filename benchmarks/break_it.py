@@ -1043,11 +1043,8 @@ class Prober:
 
     # -- issue 68, the third pass: a run folder's .git, names, links, writers, injection, bombs
 
-    def pass_68(self) -> None:
-        """A shared run folder's own ``.git`` (``core.fsmonitor``), experiment names that
-        leave ``--root``, a linked ``logs/``, ``report/`` or ``robustness/``, a wrapper
-        writing where its arguments say, an ``eval.json`` injecting into Markdown, deflate
-        bombs in ``last.zip`` and ``best_model.pt``, and JSON nested 100k deep."""
+    def ppo_copies(self) -> Callable[[], Path]:
+        """Train a small PPO CartPole run once; a function that returns a fresh copy of it."""
         ppo_cfg = self.config("cart", PPO)
         root = ppo_cfg.parent / "runs"
         self.cli("train", str(ppo_cfg), "--root", str(root), "--no-progress")
@@ -1057,6 +1054,15 @@ class Prober:
             target = Path(tempfile.mkdtemp(dir=self.work)) / "run"
             shutil.copytree(ppo, target)
             return target
+
+        return copy
+
+    def pass_68(self) -> None:
+        """A shared run folder's own ``.git`` (``core.fsmonitor``), experiment names that
+        leave ``--root``, a linked ``logs/``, ``report/`` or ``robustness/``, a wrapper
+        writing where its arguments say, an ``eval.json`` injecting into Markdown, deflate
+        bombs in ``last.zip`` and ``best_model.pt``, and JSON nested 100k deep."""
+        copy = self.ppo_copies()
 
         def git(*args: str) -> None:
             subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
@@ -1233,15 +1239,7 @@ class Prober:
         ``ATTN_ZOO_ALLOW_IMPORT``; links and traversal in ``import --restore`` and a recipe's
         ``stages/``; a 1 GB line in ``metrics.csv``."""
         cat = "pass 68b"
-        ppo_cfg = self.config("cart", PPO)
-        root = ppo_cfg.parent / "runs"
-        self.cli("train", str(ppo_cfg), "--root", str(root), "--no-progress")
-        (ppo,) = (root / "cart").iterdir()
-
-        def copy() -> Path:
-            target = Path(tempfile.mkdtemp(dir=self.work)) / "run"
-            shutil.copytree(ppo, target)
-            return target
+        copy = self.ppo_copies()
 
         def snapshot(folder: Path) -> dict[str, bytes]:
             return {
@@ -1363,7 +1361,7 @@ class Prober:
 
         whole_seconds: dict[str, float] = {}
         for command, argv in (
-            ("report", ["report", "E3", str(ppo), "--no-plot"]),
+            ("report", ["report", "E3", str(copy()), "--no-plot"]),
             ("robustness", ["robustness", str(copy()), "--sweep", "shuffle", "--episodes", "1"]),
         ):
             start = time.perf_counter()
