@@ -460,7 +460,7 @@ class NeuronWindow(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any,
         obs: torch.Tensor,
         prev: torch.Tensor,
@@ -496,7 +496,7 @@ class NeuronWindow(torch.autograd.Function):
         )
 
     @staticmethod
-    def backward(  # type: ignore[override]
+    def backward(
         ctx: Any, d_out: torch.Tensor, d_h: torch.Tensor, d_c: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         obs_np, prev_np, w_hh, queries_t, head_w, output_scale, saved = ctx.arrays

@@ -23,7 +23,7 @@ def chain_rows(stages: Sequence[str | Path]) -> list[tuple[str, str, float, floa
     policy) at its end (kind ``final``).
 
     Example:
-        >>> import tempfile
+        >>> import json, tempfile
         >>> stage = Path(tempfile.mkdtemp()) / "1_hold"
         >>> stage.mkdir()
         >>> status = {"wall_seconds": 120.0, "update": 10}

@@ -8,7 +8,7 @@ over seeds (:func:`mean_band`, :func:`spread`); ``attn-zoo report`` (:mod:`zoo.r
 then tabulates them and puts its table into the experiment's page (:func:`replace_block`).
 
 Example:
-    >>> import tempfile
+    >>> import json, tempfile
     >>> src, dst = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
     >>> run = src / "Pong-cnn" / "0-20260101-000000"
     >>> (run / "monitor").mkdir(parents=True)
