@@ -62,22 +62,6 @@ class FlatParameters:
         """A detached 1-D copy of all parameters."""
         return torch.cat([p.detach().reshape(-1) for p in self.parameters()])  # type: ignore[attr-defined]
 
-    def population_params(self, solutions: Tensor | np.ndarray) -> dict[str, Tensor]:
-        """``(P, D)`` flat vectors -> ``{name: (P, *shape)}`` in the parameters' dtype
-        (views of one tensor; registration order, as :meth:`get_flat_parameters`)."""
-        named = list(self.named_parameters())  # type: ignore[attr-defined]
-        ref = named[0][1]
-        flat = torch.as_tensor(np.ascontiguousarray(solutions), dtype=ref.dtype)
-        if flat.dim() != 2 or flat.shape[1] != self.num_parameters:
-            raise ValueError(
-                f"solutions must be (population, {self.num_parameters}), got {tuple(flat.shape)}"
-            )
-        chunks = flat.split([p.numel() for _, p in named], dim=1)
-        return {
-            name: chunk.reshape(len(flat), *p.shape)
-            for (name, p), chunk in zip(named, chunks, strict=True)
-        }
-
     def set_flat_parameters(self, vector: Tensor | np.ndarray) -> None:
         """Copy a 1-D vector of length :attr:`num_parameters` into the parameters.
 

@@ -258,8 +258,11 @@ def population_step(
 
     Example:
         >>> from attn_policies.es_policies import AttentionNeuronPolicy
+        >>> from torch.func import stack_module_state
         >>> policy = AttentionNeuronPolicy.cartpole()
-        >>> weights = policy.kernel_weights(policy.population_params(np.zeros((2, 913))))
+        >>> policy.set_flat_parameters(np.zeros(913, np.float32))
+        >>> params, _ = stack_module_state([policy, policy])  # a population of two
+        >>> weights = policy.kernel_weights(params)
         >>> h = np.zeros((3, 5, 8), np.float32)
         >>> c, prev = h.copy(), np.zeros((3, 1), np.float32)
         >>> obs = np.ones((3, 5), np.float32)
