@@ -9,6 +9,10 @@ scores, output and head run in registers and L1, its weights are read through ``
 from one copy per individual (no per-row copies), and each gate takes one activation (torch's
 path takes both sigmoid and tanh of all four gates).
 
+Behaviour cloning (E4) trains the same agent by truncated BPTT through windows of up to 500
+steps; :class:`NeuronWindow` runs a whole window's forward and backward in compiled code
+(:func:`window_kernels`) instead of a few dozen torch ops per step each way.
+
 The activations are a float32 rational approximation (:func:`tanh32`, the minimax form Eigen
 uses for float tanh) so that LLVM vectorises the gate loops; it is within a few float32 ulps
 of ``torch.tanh``. Results therefore equal the torch path to float tolerance, not to the bit.
