@@ -342,11 +342,12 @@ def _fit_batch(
         if window is not None and fed is not None:
             out, state = window(obs[start:stop], fed[start:stop], state)
             loss = (((out - targets[start:stop]) ** 2).sum(-1) * alive[start:stop]).sum()
-        for t in range(start, stop) if window is None else ():
-            if t > 0:
-                state = _with_prev_action(state, actions[t - 1])
-            out, state = student(obs[t], state)
-            loss = loss + (((out - targets[t]) ** 2).sum(-1) * alive[t]).sum()
+        else:
+            for t in range(start, stop):
+                if t > 0:
+                    state = _with_prev_action(state, actions[t - 1])
+                out, state = student(obs[t], state)
+                loss = loss + (((out - targets[t]) ** 2).sum(-1) * alive[t]).sum()
         optimizer.zero_grad()
         (loss / denom).backward()
         nn.utils.clip_grad_norm_(student.parameters(), cfg.max_grad_norm)
